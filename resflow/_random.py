@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import numbers
 import math
+import numbers
 
 import torch
 

@@ -54,7 +54,10 @@ class NoisyEnsemble:
             )
 
     def __repr__(self) -> str:
-        return f"NoisyEnsemble(n_members={self.n_members}, sigma={self.sigma:g}, correlation={self.correlation.label!r})"
+        return (
+            f"NoisyEnsemble(n_members={self.n_members}, sigma={self.sigma:g}, "
+            f"correlation={self.correlation.label!r})"
+        )
 
     def members(self, increment: torch.Tensor, *, seed: SeedLike = None) -> torch.Tensor:
         r"""Member estimates :math:`m_i = \mu + \sigma z_i`; shape ``(L, *increment.shape)``."""

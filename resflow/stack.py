@@ -92,6 +92,11 @@ class ResidualStack(nn.Module):
             self.step_size = self.horizon / depth
             self.parametrisation = "ode"
 
+    @property
+    def layer_fields(self) -> tuple[nn.Module, ...]:
+        """The field each layer applies, ``depth`` entries (the same object repeated when tied)."""
+        return tuple(self._step_fields)
+
     def forward(self, h0: torch.Tensor, return_states: bool = False) -> torch.Tensor:
         r"""Propagate ``h0`` (shape ``(..., dim)``) through the stack.
 

@@ -101,7 +101,9 @@ class TeacherConfig:
         check_choice("scheme", self.scheme, tuple(TABLEAUX))
         if self.family == "correlated":
             if self.rho is None:
-                raise ConfigError("the 'correlated' family needs rho in [0, 1], e.g. TeacherConfig('correlated', rho=0.9).")
+                raise ConfigError(
+                    "the 'correlated' family needs rho in [0, 1], e.g. TeacherConfig('correlated', rho=0.9)."
+                )
             set_("rho", check_real("rho", self.rho, low=0.0, high=1.0))
         elif self.rho is not None:
             raise IncompatibleOptionsError(
@@ -109,7 +111,10 @@ class TeacherConfig:
             )
         if self.family == "fractional":
             if self.hurst is None:
-                raise ConfigError("the 'fractional' family needs hurst in (0, 1), e.g. TeacherConfig('fractional', hurst=0.75, init='gaussian').")
+                raise ConfigError(
+                    "the 'fractional' family needs hurst in (0, 1), "
+                    "e.g. TeacherConfig('fractional', hurst=0.75, init='gaussian')."
+                )
             set_("hurst", check_real("hurst", self.hurst, low=0.0, high=1.0, low_open=True, high_open=True))
             if self.init != "gaussian":
                 raise IncompatibleOptionsError(
@@ -225,8 +230,8 @@ class Teacher(nn.Module):
         }
         n_fields = 1 if config.family == "tied" else config.depth
         fields = [
-            MLPField.from_parameters(layer_params["W1"][l], layer_params["b1"][l], layer_params["W2"][l])
-            for l in range(n_fields)
+            MLPField.from_parameters(layer_params["W1"][i], layer_params["b1"][i], layer_params["W2"][i])
+            for i in range(n_fields)
         ]
         self.stack = ResidualStack(
             fields[0] if config.family == "tied" else fields,
@@ -256,7 +261,9 @@ class Teacher(nn.Module):
         if not isinstance(x, torch.Tensor):
             raise ConfigError(f"x must be a torch.Tensor of shape (batch, {self.width}); got {type(x).__name__}.")
         if x.shape[-1] != self.width:
-            raise ConfigError(f"x must have last dimension {self.width} (the teacher width); got shape {tuple(x.shape)}.")
+            raise ConfigError(
+                f"x must have last dimension {self.width} (the teacher width); got shape {tuple(x.shape)}."
+            )
 
     def hidden_states(self, x: torch.Tensor) -> torch.Tensor:
         r"""All residual-stream states :math:`h_0 = \mathrm{rmsnorm}(x), \dots, h_L`; shape ``(L + 1, *x.shape)``."""

@@ -23,7 +23,7 @@ SMALL = {"width": 16, "depth": 32}
 
 def layer_weights(teacher: Teacher, name: str) -> torch.Tensor:
     """(depth, ...) stack of one parameter across layers."""
-    return torch.stack([getattr(teacher.stack._step_fields[l], name) for l in range(teacher.depth)])
+    return torch.stack([getattr(teacher.stack.layer_fields[i], name) for i in range(teacher.depth)])
 
 
 def same_parameters(a: Teacher, b: Teacher) -> bool:
@@ -99,7 +99,8 @@ def test_update_angles_separate_tied_from_independent():
     for spec in ("tied", "independent"):
         teacher = Teacher(spec, seed=0)
         with torch.no_grad():
-            angles[spec] = math.degrees(float(update_angles(teacher.hidden_states(teacher.sample_inputs(256, seed=1))).mean()))
+            states = teacher.hidden_states(teacher.sample_inputs(256, seed=1))
+            angles[spec] = math.degrees(float(update_angles(states).mean()))
     assert angles["tied"] < 5.0 and abs(angles["independent"] - 90.0) < 5.0, angles
 
 
@@ -115,7 +116,8 @@ def test_from_spec_and_from_dict():
     [
         (lambda: TeacherConfig(family="smooth"), UnknownNameError, "family must be one of"),
         (lambda: TeacherConfig(family="correlated"), ConfigError, "needs rho"),
-        (lambda: TeacherConfig(family="correlated", rho=1.2), ConfigError, r"rho must be a finite number in \[0.0, 1.0\]; got 1.2"),
+        (lambda: TeacherConfig(family="correlated", rho=1.2), ConfigError,
+         r"rho must be a finite number in \[0.0, 1.0\]; got 1.2"),
         (lambda: TeacherConfig(family="independent", rho=0.5), IncompatibleOptionsError, "rho is only for"),
         (lambda: TeacherConfig(family="fractional", hurst=0.7), IncompatibleOptionsError, "init='gaussian'"),
         (lambda: TeacherConfig(family="fractional", hurst=1.0, init="gaussian"), ConfigError, "hurst must be"),
