@@ -104,6 +104,48 @@ def demo(
         console.print(f"wrote {run_dir / 'demo.nc'}, {run_dir / 'demo.png'}, {run_dir / 'provenance.json'}")
 
 
+@app.command()
+def theory(
+    name: Annotated[str | None, typer.Argument(help="A law name; omit to list them all.")] = None,
+    latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of pretty text.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of objects).")] = False,
+) -> None:
+    """List the derived error-vs-depth laws, or print one (pretty, --latex or --json)."""
+    with user_errors():
+        import sympy as sp
+
+        from . import laws
+
+        selected = laws.names() if name is None else [laws.derivation(name).name]
+        if as_json:
+            typer.echo(json.dumps([laws.as_record(n) for n in selected], indent=2))
+            return
+        if name is None and not latex:
+            table = Table(title="Derived laws (resflow theory NAME for one; --latex, --json)")
+            for column in ("name", "law", "loss-vs-depth exponent"):
+                table.add_column(column)
+            for n in selected:
+                d = laws.derivation(n)
+                text = "-" if d.exponent is None else sp.sstr(d.exponent)
+                table.add_row(n, d.title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
+            console.print(table)
+            return
+        for n in selected:
+            d = laws.derivation(n)
+            if latex:
+                typer.echo(f"% {n}: {d.title}\n{sp.latex(d.expression)}")
+                continue
+            console.rule(f"[bold]{n}")
+            console.print(d.title, highlight=False)
+            typer.echo(sp.pretty(d.expression, use_unicode=True))
+            for label, step in d.steps:
+                console.print(f"[dim]{label}:[/]", highlight=False)
+                typer.echo(sp.pretty(step, use_unicode=True))
+            if d.exponent is not None:
+                typer.echo(f"loss-vs-depth exponent: {sp.sstr(d.exponent)}")
+            console.print(f"[dim]assumptions:[/] {d.assumptions}", highlight=False)
+
+
 def main() -> None:  # console-script entry point
     app()
 

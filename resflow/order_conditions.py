@@ -22,7 +22,7 @@ from fractions import Fraction
 from functools import cache
 from itertools import combinations_with_replacement
 
-__all__ = ["Tree", "trees_of_order", "tree_order", "tree_factorial", "elementary_weight"]
+__all__ = ["Tree", "trees_of_order", "tree_order", "tree_factorial", "tree_symmetry", "elementary_weight"]
 
 Tree = tuple  # a tree is the sorted tuple of its child trees
 
@@ -37,6 +37,22 @@ def tree_factorial(tree: Tree) -> int:
     result = tree_order(tree)
     for child in tree:
         result *= tree_factorial(child)
+    return result
+
+
+def tree_symmetry(tree: Tree) -> int:
+    r"""Symmetry factor :math:`\sigma(\tau)`: the order of the tree's automorphism group.
+
+    :math:`\sigma(\bullet) = 1`; for children :math:`u_j` repeated :math:`k_j` times,
+    :math:`\sigma = \prod_j k_j!\, \sigma(u_j)^{k_j}`.  With it the exact flow's B-series reads
+    :math:`y(h) = y_0 + \sum_\tau \frac{h^{|\tau|}}{\sigma(\tau)\gamma(\tau)} F(\tau)(y_0)`.
+    """
+    from math import factorial
+
+    result = 1
+    for child in set(tree):
+        count = tree.count(child)
+        result *= factorial(count) * tree_symmetry(child) ** count
     return result
 
 
@@ -89,20 +105,21 @@ def _product_of_multisets(partition: tuple[int, ...], pools: list[tuple[Tree, ..
 def elementary_weight(
     tree: Tree, a: Sequence[Sequence[Fraction]], b: Sequence[Fraction]
 ) -> Fraction:
+    # Works on any ring: Fractions here, sympy symbols in resflow.theory.
     r"""Elementary weight :math:`\Phi(\tau) = \sum_i b_i\, g_i(\tau)`.
 
     With :math:`g(\bullet) = \mathbf 1` and, for a tree with children :math:`u_1, \dots, u_m`,
     :math:`g_i(\tau) = \prod_k (A\, g(u_k))_i`.
     """
     g = _stage_weights(tree, a)
-    return sum((bi * gi for bi, gi in zip(b, g, strict=True)), Fraction(0))
+    return sum((bi * gi for bi, gi in zip(b, g, strict=True)), 0)
 
 
 def _stage_weights(tree: Tree, a: Sequence[Sequence[Fraction]]) -> list[Fraction]:
     s = len(a)
-    g = [Fraction(1)] * s
+    g = [1] * s
     for child in tree:
         gc = _stage_weights(child, a)
-        ag = [sum((a[i][j] * gc[j] for j in range(s)), Fraction(0)) for i in range(s)]
+        ag = [sum((a[i][j] * gc[j] for j in range(s)), 0) for i in range(s)]
         g = [gi * agi for gi, agi in zip(g, ag, strict=True)]
     return g

@@ -1,0 +1,33 @@
+"""Symbolic derivations (sympy) of the error-vs-depth laws; installed as ``resflow.theory``.
+
+One module per law; each ``derive*`` function returns a :class:`Derivation` (expression,
+evaluation parameters, loss-vs-depth exponent, assumptions, references).  :data:`LAWS` maps the
+public names to those functions; :mod:`resflow.laws` evaluates them numerically *from the derived
+expressions* (one source of truth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import accumulation, discretisation, ensemble, kl, llm_scaling, order_conditions, roughness
+from ._law import Derivation
+
+__all__ = ["Derivation", "LAWS"]
+
+LAWS: dict[str, Callable[[], Derivation]] = {
+    "order-conditions": order_conditions.derive,
+    "discretisation-error": discretisation.derive_global,
+    "local-error": discretisation.derive_local,
+    "accumulation-coherent": accumulation.derive_coherent,
+    "accumulation-incoherent": accumulation.derive_incoherent,
+    "accumulation-equicorrelated": accumulation.derive_equicorrelated,
+    "accumulation-fractional": accumulation.derive_fractional,
+    "ensemble-equicorrelated": ensemble.derive_equicorrelated,
+    "ensemble-fractional": ensemble.derive_fractional,
+    "roughness-correlated": roughness.derive_correlated,
+    "roughness-fractional": roughness.derive_fractional,
+    "kl-small-error": kl.derive,
+    "llm-depth-width": llm_scaling.derive,
+}
+"""Law name -> derivation function."""

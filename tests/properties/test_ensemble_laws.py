@@ -5,7 +5,7 @@ import math
 import torch
 from hypothesis import given, settings
 
-from resflow import Equicorrelated, Fractional, NoisyEnsemble
+from resflow import Equicorrelated, Fractional, NoisyEnsemble, laws
 
 from .strategies import hursts, members, rhos, seeds, sigmas
 
@@ -24,7 +24,8 @@ def simulated_mse(ensemble: NoisyEnsemble, seed: int) -> float:
 @settings(max_examples=40)
 @given(sigma=sigmas, rho=rhos, n=members, seed=seeds)
 def test_equicorrelated_ensemble_mse(sigma, rho, n, seed):
-    law = sigma**2 * (rho + (1 - rho) / n)
+    law = laws.evaluate("ensemble-equicorrelated", L=n, sigma=sigma, rho=rho)  # from the sympy derivation
+    assert math.isclose(law, sigma**2 * (rho + (1 - rho) / n), rel_tol=1e-12)  # the formula
     ensemble = NoisyEnsemble(n, sigma, Equicorrelated(rho))
     assert math.isclose(ensemble.exact_mse(), law, rel_tol=1e-12)
     assert abs(simulated_mse(ensemble, seed) / law - 1) <= REL_TOL
@@ -33,7 +34,7 @@ def test_equicorrelated_ensemble_mse(sigma, rho, n, seed):
 @settings(max_examples=25)
 @given(sigma=sigmas, hurst=hursts, n=members, seed=seeds)
 def test_fractional_ensemble_mse(sigma, hurst, n, seed):
-    law = sigma**2 * n ** (2 * hurst - 2)  # Var(sum of n fGn values) = n^{2H}
+    law = laws.evaluate("ensemble-fractional", L=n, sigma=sigma, H=hurst)  # from the sympy derivation
     ensemble = NoisyEnsemble(n, sigma, Fractional(hurst))
     assert math.isclose(ensemble.exact_mse(), law, rel_tol=1e-9)
     assert abs(simulated_mse(ensemble, seed) / law - 1) <= REL_TOL

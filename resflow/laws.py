@@ -1,0 +1,95 @@
+"""Numeric evaluation of the derived laws, built from the sympy expressions in ``resflow.theory``.
+
+>>> from resflow import laws
+>>> laws.evaluate("ensemble-equicorrelated", L=16, sigma=1.0, rho=0.0)
+0.0625
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from .errors import ConfigError, UnknownNameError
+
+__all__ = ["names", "derivation", "evaluate", "exponent", "evaluator", "as_record"]
+
+
+def _registry():
+    from .theory import LAWS  # imported lazily: sympy derivations are not needed to import resflow
+
+    return LAWS
+
+
+def names() -> list[str]:
+    """Registered law names."""
+    return list(_registry())
+
+
+@cache
+def derivation(name: str):
+    """The :class:`~resflow.theory.Derivation` of a law (derived once per process)."""
+    registry = _registry()
+    if name not in registry:
+        raise UnknownNameError(f"unknown law {name!r}; choose one of {', '.join(registry)} (see `resflow theory`).")
+    return registry[name]()
+
+
+def _keyword(symbol: sp.Symbol) -> str:
+    return str(symbol).replace("(", "").replace(")", "").replace("^", "").replace("*", "star")
+
+
+@cache
+def evaluator(name: str, what: str = "law") -> Callable[..., Any]:
+    """A numpy function of the law's parameters (keywords as in :func:`parameters`), lambdified from the derivation."""
+    d = derivation(name)
+    expr = d.target if what == "law" else d.exponent
+    if expr is None or not d.parameters:
+        raise ConfigError(f"law {name!r} has no numeric {'exponent' if what != 'law' else 'evaluator'}.")
+    return sp.lambdify(d.parameters, expr, modules="numpy")
+
+
+def parameters(name: str) -> list[str]:
+    """Keyword names accepted by :func:`evaluate` for a law."""
+    return [_keyword(s) for s in derivation(name).parameters]
+
+
+def _call(name: str, what: str, values: dict[str, Any]):
+    keys = parameters(name)
+    missing = [k for k in keys if k not in values]
+    unknown = sorted(set(values) - set(keys))
+    if missing or unknown:
+        raise ConfigError(
+            f"law {name!r} takes parameters {keys}; missing {missing}, unknown {unknown}."
+        )
+    out = evaluator(name, what)(*(np.asarray(values[k], dtype=float) for k in keys))
+    return float(out) if np.ndim(out) == 0 else np.asarray(out, dtype=float)
+
+
+def evaluate(name: str, **values: Any):
+    """Evaluate a law at the given parameter values (scalars or broadcastable arrays)."""
+    return _call(name, "law", values)
+
+
+def exponent(name: str, **values: Any):
+    """Evaluate the law's loss-vs-depth exponent (possibly a local exponent depending on parameters)."""
+    return _call(name, "exponent", values)
+
+
+def as_record(name: str) -> dict[str, Any]:
+    """JSON-ready description: name, title, expression (sympy string), exponent, assumptions, parameters, latex."""
+    d = derivation(name)
+    return {
+        "name": d.name,
+        "title": d.title,
+        "expression": sp.sstr(d.expression),
+        "latex": sp.latex(d.expression),
+        "exponent": None if d.exponent is None else sp.sstr(d.exponent),
+        "parameters": parameters(name),
+        "assumptions": d.assumptions,
+        "references": list(d.references),
+    }
