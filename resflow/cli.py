@@ -146,6 +146,98 @@ def theory(
             console.print(f"[dim]assumptions:[/] {d.assumptions}", highlight=False)
 
 
+def _fits_table(fits, title: str) -> Table:
+    table = Table(title=title)
+    for column in ("target", "loss", "scheme", "T", "α", "95% CI", "offset fit α", "converged", "regime", "note"):
+        table.add_column(column)
+    for f in fits:
+        table.add_row(
+            f.target, f.loss, f.scheme, "-" if f.temperature is None else f"{f.temperature:g}",
+            f"{f.exponent:.2f}", f"[{f.ci_low:.2f}, {f.ci_high:.2f}]",
+            "-" if f.offset_exponent is None else f"{f.offset_exponent:.2f}",
+            "yes" if f.converged else "[red]no[/]", f.regime, f.note,
+        )
+    return table
+
+
+@app.command()
+def run(
+    experiment: Annotated[str, typer.Argument(help="smooth-vs-rough | temperature | rk2 | roughness")],
+    preset: Annotated[str, typer.Option(help="cpu (minutes on a laptop) or paper (the study's scale, GPU).")] = "cpu",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    seeds: Annotated[int | None, typer.Option(help="Number of student seeds (overrides the preset).",
+                                              min=1)] = None,
+    out: Annotated[Path, typer.Option(help="Store directory; each run goes into a new subdirectory.")] = Path(
+        "results"),
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
+                    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the latest interrupted run of EXPERIMENT "
+                                                          "in --out.")] = False,
+) -> None:
+    """Train students against teachers, fit depth exponents, write a Dataset, fits and a figure."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    with user_errors():
+        from .experiments import preset as load_preset
+        from .experiments import run_experiment
+
+        config = load_preset(experiment, preset)
+        overrides = list(set_ or []) + [f"train.device={device}"] + ([f"seeds={seeds}"] if seeds else [])
+        config = config.with_overrides(overrides)
+        n_students = len(config.student_specs())
+        console.print(f"{experiment} ({preset}): {n_students} students, {config.train.steps} steps, "
+                      f"targets {', '.join(config.targets)}", highlight=False)
+        columns = [TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[losses]}")]
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("training", total=config.train.steps, losses="")
+
+            def report(step, total, losses):
+                text = "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())
+                bar.update(task, completed=step, losses=f"train loss {text}")
+
+            try:
+                run_dir, ds, fits = run_experiment(config, out=out, resume=resume, progress=report)
+            except KeyboardInterrupt:
+                err_console.print(f"[yellow]interrupted[/]: checkpoint saved; continue with "
+                                  f"`resflow run {experiment} --preset {preset} --out {out} --resume`")
+                raise typer.Exit(code=130) from None
+        console.print(_fits_table(fits, f"Depth exponents: loss ∝ depth^-α ({run_dir})"))
+        console.print(f"wrote {run_dir / 'result.nc'}, {run_dir / 'fits.json'}, {run_dir / 'figure.png'}")
+
+
+@app.command()
+def fit(
+    store: Annotated[Path, typer.Argument(help="A store directory (or one run directory).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of fitted series).")] = False,
+) -> None:
+    """Refit the depth exponents of every finished run in a store."""
+    with user_errors():
+        import xarray as xr
+
+        from .errors import ConfigError
+        from .fitting import fit_dataset
+
+        if not store.exists():
+            raise ConfigError(f"store {str(store)!r} does not exist; pass the --out directory of `resflow run`.")
+        paths = [store / "result.nc"] if (store / "result.nc").exists() else sorted(store.glob("*/result.nc"))
+        if not paths:
+            raise ConfigError(f"no finished runs (*/result.nc) in {str(store)!r}.")
+        records = []
+        for path in paths:
+            try:
+                with xr.open_dataset(path, engine="scipy") as ds:
+                    fits = fit_dataset(ds.load())
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise ConfigError(f"cannot read {path}: {exc}. The file is corrupt or not a resflow run.") from None
+            if as_json:
+                records += [{"run": str(path.parent), **f.to_json()} for f in fits]
+            else:
+                console.print(_fits_table(fits, str(path.parent)))
+        if as_json:
+            typer.echo(json.dumps(records, indent=2))
+
+
 def main() -> None:  # console-script entry point
     app()
 

@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
-__all__ = ["plot_flow_demo", "save_figure"]
+__all__ = ["plot_flow_demo", "save_figure", "plot_loss_vs_depth", "plot_training_curves", "plot_student_angles",
+           "plot_experiment"]
 
 
 def save_figure(fig: matplotlib.figure.Figure, path: Path, provenance: dict[str, str]) -> Path:
@@ -64,4 +65,97 @@ def plot_flow_demo(ds: xr.Dataset) -> matplotlib.figure.Figure:
     ax.set(xlabel="layer l", ylabel="mean angle between Δh_l and Δh_{l+1} (deg)", ylim=(0, 100),
            title="teachers: angle of successive updates")
     ax.legend(fontsize=7)
+    return fig
+
+
+def _series_label(fit) -> str:
+    parts = [fit.target]
+    if fit.scheme != "euler":
+        parts.append(fit.scheme)
+    if fit.temperature is not None:
+        parts.append(f"T={fit.temperature:g}")
+    return " ".join(parts)
+
+
+def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
+    """Final test loss vs depth (log-log): seed means with min-max bars, fitted lines, theory slopes."""
+    from .fitting import regime_predictions
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.5))
+    colors = plt.cm.tab10(np.arange(10))
+    for k, fit in enumerate(fits):
+        color = colors[k % 10]
+        sel = {"target": fit.target, "scheme": fit.scheme}
+        if fit.temperature is not None:
+            sel["temperature"] = fit.temperature
+        final = ds["final_loss"].sel(sel)
+        depth = final["depth"].values
+        mean = final.mean("seed").values
+        ax.errorbar(depth, mean, yerr=[mean - final.min("seed").values, final.max("seed").values - mean],
+                    fmt="o", color=color, ms=4, capsize=2)
+        if np.isfinite(fit.exponent):
+            line = np.exp(np.polyval(np.polyfit(np.log(depth), np.log(mean), 1), np.log(depth)))
+            ax.loglog(depth, line, "-", color=color, lw=1.2,
+                      label=f"{_series_label(fit)}: α={fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
+                            f"{'' if fit.converged else ' (unconverged)'}")
+        pred = regime_predictions(fit.scheme)
+        if k == 0 or fit.scheme != fits[k - 1].scheme:
+            anchor = mean[0]
+            for alpha, style in ((pred["ensemble"][0], ":"), (pred["procedural"][0], "--"),
+                                 (pred["procedural"][1], "-.")):
+                ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
+           title="loss vs depth (grey: theory slopes 1 : · ·, 2p − −, 2p+1 −·)")
+    ax.legend(fontsize=6.5)
+    return ax
+
+
+def plot_training_curves(ds: xr.Dataset, ax=None):
+    """Seed-mean test loss against step, one line per depth and target (the convergence check)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.5))
+    styles = ["-", "--", ":", "-."]
+    curves = ds["test_loss"].mean("seed")
+    for extra in [d for d in ("scheme", "temperature") if d in curves.dims]:
+        curves = curves.isel({extra: 0})
+    depths = curves["depth"].values
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(depths)))
+    for t, target in enumerate(curves["target"].values):
+        for color, depth in zip(colors, depths, strict=True):
+            ax.loglog(np.maximum(curves["step"].values, 1), curves.sel(target=target, depth=depth),
+                      styles[t % 4], color=color, lw=1, label=f"{target} ℓ={depth}" if t < 2 else None)
+    ax.set(xlabel="step", ylabel="test loss (seed mean)", title="training curves (convergence)")
+    ax.legend(fontsize=6, ncol=2)
+    return ax
+
+
+def plot_student_angles(ds: xr.Dataset, ax=None):
+    """Mean successive-update angle over the middle layers of trained students, against depth."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 4.5))
+    angles = ds["update_angle"]
+    for extra in [d for d in ("scheme", "temperature") if d in angles.dims]:
+        angles = angles.isel({extra: 0})
+    for target in angles["target"].values:
+        values = []
+        for depth in angles["depth"].values:
+            a = angles.sel(target=target, depth=depth).mean("seed").values[: max(int(depth) - 1, 1)]
+            middle = a[len(a) // 4: max(3 * len(a) // 4, len(a) // 4 + 1)]
+            values.append(np.degrees(np.nanmean(middle)) if np.isfinite(middle).any() else np.nan)
+        ax.semilogx(angles["depth"].values, values, "o-", label=str(target))
+    ax.axhline(90, color="0.6", ls=":", lw=0.8)
+    ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 100),
+           title="trained students: angle of successive updates")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_experiment(ds: xr.Dataset, fits):
+    """The standard three-panel figure of a run."""
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), constrained_layout=True)
+    fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))
+    plot_loss_vs_depth(ds, fits, axes[0])
+    plot_training_curves(ds, axes[1])
+    plot_student_angles(ds, axes[2])
     return fig

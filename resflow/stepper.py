@@ -7,7 +7,7 @@ A residual stack of depth :math:`L` is *literally* :func:`integrate_fixed` appli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -17,7 +17,35 @@ from .errors import ConfigError, IncompatibleOptionsError, ShapeError
 from .fields import PiecewiseField
 from .tableau import ButcherTableau, get_tableau
 
-__all__ = ["rk_step", "integrate_fixed", "solve_fixed", "fields_per_step"]
+__all__ = ["rk_stages", "rk_step", "integrate_fixed", "solve_fixed", "fields_per_step"]
+
+
+def rk_stages(
+    evaluate_stage: Callable[[int, torch.Tensor], torch.Tensor],
+    y: torch.Tensor,
+    h: float,
+    tableau: ButcherTableau,
+) -> torch.Tensor:
+    r"""The explicit Runge--Kutta combination, with the stage evaluations supplied by the caller.
+
+    ``evaluate_stage(i, y_i)`` returns :math:`k_i` for the stage input
+    :math:`y_i = y + h\sum_{j<i} a_{ij} k_j`; the result is :math:`y + h \sum_i b_i k_i`.
+    :func:`rk_step` calls it with one field at times :math:`t + c_i h`; a trained residual block
+    with one MLP per stage (the study's RK2 block) calls it with its per-stage MLPs.
+    """
+    a, b, _ = tableau.as_floats()
+    stages: list[torch.Tensor] = []
+    for i in range(tableau.stages):
+        yi = y
+        for j in range(i):
+            if a[i][j] != 0.0:
+                yi = yi + (h * a[i][j]) * stages[j]
+        stages.append(evaluate_stage(i, yi))
+    increment = None
+    for bi, ki in zip(b, stages, strict=True):
+        if bi != 0.0:
+            increment = bi * ki if increment is None else increment + bi * ki
+    return y + h * increment
 
 
 def rk_step(
@@ -43,19 +71,8 @@ def rk_step(
     torch.Tensor, shape (..., dim)
         State at ``t + h``.
     """
-    a, b, c = tableau.as_floats()
-    stages: list[torch.Tensor] = []
-    for i in range(tableau.stages):
-        yi = y
-        for j in range(i):
-            if a[i][j] != 0.0:
-                yi = yi + (h * a[i][j]) * stages[j]
-        stages.append(field(t + c[i] * h, yi))
-    increment = None
-    for bi, ki in zip(b, stages, strict=True):
-        if bi != 0.0:
-            increment = bi * ki if increment is None else increment + bi * ki
-    return y + h * increment
+    _, _, c = tableau.as_floats()
+    return rk_stages(lambda i, yi: field(t + c[i] * h, yi), y, h, tableau)
 
 
 def fields_per_step(fields: nn.Module | Sequence[nn.Module], n_steps: int) -> list[nn.Module]:

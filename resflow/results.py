@@ -1,0 +1,98 @@
+"""Labelled results: the one place a training run becomes an ``xarray.Dataset``.
+
+Dimensions: ``target`` (teacher spec), ``scheme``, ``temperature`` (KL runs only), ``depth``,
+``seed``, plus ``step`` (evaluation steps), ``eval_batch`` (final test batches, for the bootstrap)
+and ``layer`` (hidden-state metrics).  Every variable has ``long_name`` and ``units``; the dataset
+attrs carry the provenance (config JSON, seed, versions, commit, device).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .engine import TrainingResult
+
+__all__ = ["build_dataset", "series_dims"]
+
+
+def _coords(values):
+    return sorted(set(values), key=lambda v: (isinstance(v, str), v))
+
+
+def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attrs: dict[str, str]) -> xr.Dataset:
+    """Arrange a :class:`~resflow.engine.TrainingResult` on named dimensions."""
+    specs = result.specs
+    kl = loss == "kl"
+    schemes = sorted({s.scheme for s in specs})
+    depths = sorted({s.depth for s in specs})
+    seeds = sorted({s.seed for s in specs})
+    temps = sorted({s.temperature for s in specs}) if kl else []
+    dims = ["target", "scheme"] + (["temperature"] if kl else []) + ["depth", "seed"]
+    shape = [len(targets), len(schemes)] + ([len(temps)] if kl else []) + [len(depths), len(seeds)]
+
+    def index(spec):
+        idx = [targets.index(spec.target), schemes.index(spec.scheme)]
+        if kl:
+            idx.append(temps.index(spec.temperature))
+        return tuple(idx + [depths.index(spec.depth), seeds.index(spec.seed)])
+
+    n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
+    n_layers = result.step_angle.shape[1]
+    curves = np.full(shape + [n_steps], np.nan)
+    batches = np.full(shape + [n_batches], np.nan)
+    failed = np.zeros(shape, dtype=np.int8)
+    reasons = np.full(shape, "", dtype=object)
+    step_angle = np.full(shape + [n_layers], np.nan)
+    update_angle = np.full(shape + [max(n_layers - 1, 1)], np.nan)
+    for i, spec in enumerate(specs):
+        at = index(spec)
+        curves[at] = result.test_loss[i]
+        batches[at] = result.final_batches[i]
+        failed[at] = int(result.failed[i])
+        reasons[at] = result.fail_reason[i]
+        step_angle[at] = result.step_angle[i]
+        update_angle[at][: result.update_angle.shape[1]] = result.update_angle[i]
+    loss_name = ("mean squared error of the final normalised state" if not kl
+                 else "KL(teacher || student) of the output distributions")
+    loss_units = "1" if not kl else "nat"
+    coords = {
+        "target": ("target", targets, {"long_name": "teacher (target function) family"}),
+        "scheme": ("scheme", schemes, {"long_name": "Runge-Kutta scheme of the student block"}),
+        "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
+        "seed": ("seed", seeds, {"long_name": "student initialisation seed"}),
+        "step": ("step", result.eval_steps, {"long_name": "optimiser step of the evaluation", "units": "steps"}),
+        "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
+        "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l"}),
+        "layer_pair": ("layer_pair", list(range(max(n_layers - 1, 1))),
+                       {"long_name": "index l of the update pair (l, l+1)"}),
+    }
+    if kl:
+        coords["temperature"] = ("temperature", temps, {"long_name": "teacher softmax temperature T", "units": "1"})
+    ds = xr.Dataset(
+        {
+            "test_loss": (dims + ["step"], curves, {"long_name": f"test {loss_name}", "units": loss_units}),
+            "final_loss_batch": (dims + ["eval_batch"], batches, {
+                "long_name": f"final test loss per fresh batch ({loss_name})", "units": loss_units}),
+            "final_loss": (dims, np.nanmean(batches, axis=-1) if n_batches else np.full(shape, np.nan), {
+                "long_name": f"final test loss ({loss_name})", "units": loss_units}),
+            "failed": (dims, failed, {"long_name": "1 if the student's loss or gradient became NaN/inf",
+                                      "units": "1"}),
+            "fail_reason": (dims, reasons.astype(str), {"long_name": "why the student failed", "units": "1"}),
+            "step_angle": (dims + ["layer"], step_angle, {
+                "long_name": "mean angle between h_l and h_(l+1) of the trained student", "units": "rad"}),
+            "update_angle": (dims + ["layer_pair"], update_angle, {
+                "long_name": "mean angle between successive updates of the trained student", "units": "rad"}),
+        },
+        coords=coords,
+        attrs={**attrs, "loss": loss, "wall_time_s": f"{result.wall_time:.1f}", "device": result.device,
+               "steps_done": str(result.steps_done)},
+    )
+    return ds
+
+
+def series_dims(ds: xr.Dataset) -> list[str]:
+    """Dimensions that label one loss-vs-depth series (all but depth, seed and the inner ones)."""
+    return [d for d in ("target", "scheme", "temperature") if d in ds.dims]
+
+

@@ -1,0 +1,31 @@
+"""The main job: students of a rough (independent) and a smooth (tied) teacher, MSE loss.
+
+``resflow run smooth-vs-rough --preset cpu`` (what ``make demo`` runs) or ``--preset paper``.
+The cpu preset and how it was chosen: ``docs/cpu-preset.md``.
+"""
+
+from __future__ import annotations
+
+from resflow.experiments import ExperimentConfig
+from resflow.plotting import plot_experiment
+from resflow.training import TrainConfig
+
+CPU_TRAIN = TrainConfig(
+    steps=20_000, batch=512, loss="mse", lr_scale=4.0, constant_fraction=0.5, decay="geometric",
+    final_lr_fraction=0.01, eval_every=500, eval_batches=4, eval_batch_size=4096, checkpoint_every=1000,
+)
+PAPER_TRAIN = TrainConfig(
+    steps=40_000, batch=1024, loss="mse", lr_scale=2.0, constant_fraction=0.8, decay="linear",
+    final_lr_fraction=0.1, eval_every=1000, eval_batches=8, eval_batch_size=8192, checkpoint_every=2000,
+)
+
+PRESETS = {
+    "cpu": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
+                            depths=(2, 4, 8, 16), seeds=3, train=CPU_TRAIN),
+    "paper": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=32, teacher_depth=128,
+                              depths=(6, 12, 16, 24, 32, 48), seeds=3, train=PAPER_TRAIN),
+}
+
+
+def figure(ds, fits):
+    return plot_experiment(ds, fits)

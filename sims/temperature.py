@@ -1,0 +1,42 @@
+"""KL loss over a grid of teacher temperatures, both teachers: the exponent against temperature."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from resflow.plotting import plot_loss_vs_depth, plot_training_curves
+
+from .smooth_vs_rough import PRESETS as BASE
+
+PRESETS = {
+    "cpu": dataclasses.replace(
+        BASE["cpu"], experiment="temperature", seeds=1, depths=(2, 4, 8),
+        train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=8000,
+                                  temperatures=(0.03, 0.1, 0.3, 1.0)),
+    ),
+    "paper": dataclasses.replace(
+        BASE["paper"], experiment="temperature",
+        train=dataclasses.replace(BASE["paper"].train, loss="kl", head="shared", lr_scale=4.0,
+                                  temperatures=tuple(float(t) for t in np.logspace(-2, 0, 16))),
+    ),
+}
+
+
+def figure(ds, fits):
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), constrained_layout=True)
+    fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))
+    plot_loss_vs_depth(ds, fits, axes[0])
+    plot_training_curves(ds, axes[1])
+    ax = axes[2]
+    for target in sorted({f.target for f in fits}):
+        rows = sorted((f for f in fits if f.target == target), key=lambda f: f.temperature)
+        t = [f.temperature for f in rows]
+        ax.errorbar(t, [f.exponent for f in rows], yerr=[[f.exponent - f.ci_low for f in rows],
+                                                          [f.ci_high - f.exponent for f in rows]],
+                    fmt="o-", capsize=2, label=target)
+    ax.set(xscale="log", xlabel="teacher temperature T", ylabel="depth exponent α", title="exponent vs temperature")
+    ax.legend(fontsize=7)
+    return fig

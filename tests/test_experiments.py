@@ -1,0 +1,92 @@
+"""Experiments and the `resflow run` / `resflow fit` commands, on tiny configurations."""
+
+import json
+
+import pytest
+import xarray as xr
+from typer.testing import CliRunner
+
+from resflow import ConfigError, UnknownNameError
+from resflow.cli import app
+from resflow.experiments import EXPERIMENTS, preset, run_experiment
+
+runner = CliRunner()
+TINY = ["train.steps=60", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=128",
+        "train.batch=32", "width=8", "teacher_depth=8", "vocab=16", "depths=2,4", "train.device=cpu"]
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+@pytest.mark.parametrize("which", ["cpu", "paper"])
+def test_presets_are_valid(name, which):
+    cfg = preset(name, which)
+    assert cfg.experiment == name and len(cfg.student_specs()) > 0
+
+
+def test_paper_preset_is_the_study_scale():
+    cfg = preset("smooth-vs-rough", "paper")
+    assert (cfg.width, cfg.teacher_depth, cfg.train.batch) == (32, 128, 1024)
+    assert 40_000 <= cfg.train.steps <= 80_000 and cfg.depths == (6, 12, 16, 24, 32, 48)
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_every_experiment_runs_end_to_end(name, tmp_path):
+    cfg = preset(name, "cpu").with_overrides(TINY + ["seeds=2"])
+    if cfg.train.loss == "kl":
+        cfg = cfg.with_overrides(["train.temperatures=0.1,1.0"])
+    run_dir, ds, fits = run_experiment(cfg, out=tmp_path)
+    assert {p.name for p in run_dir.iterdir()} >= {"result.nc", "fits.json", "figure.png", "run.json"}
+    assert len(fits) == len(cfg.targets) * len(cfg.schemes) * (len(cfg.train.temperatures) if cfg.train.loss == "kl" else 1)
+    reopened = xr.open_dataset(run_dir / "result.nc", engine="scipy")
+    xr.testing.assert_allclose(reopened["final_loss"].load(), ds["final_loss"])
+    assert json.loads(reopened.attrs["config"])["experiment"] == name
+
+
+def test_overrides_validate_keys_and_values():
+    cfg = preset("smooth-vs-rough", "cpu")
+    assert cfg.with_overrides(["depths=2,8", "train.steps=7", "targets=tied"]).depths == (2, 8)
+    with pytest.raises(ConfigError, match="unknown key 'stepz'; valid keys are"):
+        cfg.with_overrides(["stepz=3"])
+    with pytest.raises(ConfigError, match="unknown key 'train.stepz'"):
+        cfg.with_overrides(["train.stepz=3"])
+    with pytest.raises(ConfigError, match="cannot read train.steps='many' as int"):
+        cfg.with_overrides(["train.steps=many"])
+    with pytest.raises(ConfigError, match="at least two different depths"):
+        cfg.with_overrides(["depths=4"])
+    with pytest.raises(UnknownNameError, match="unknown teacher spec"):
+        cfg.with_overrides(["targets=smooth"])
+
+
+def test_run_and_fit_commands(tmp_path):
+    args = ["run", "smooth-vs-rough", "--out", str(tmp_path), "--seeds", "2", "--device", "cpu"]
+    for item in TINY:
+        args += ["--set", item]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Depth exponents" in result.output and "independent" in result.output
+    fitted = runner.invoke(app, ["fit", str(tmp_path), "--json"])
+    records = json.loads(fitted.output)
+    assert len(records) == 2
+    for r in records:
+        assert {"target", "loss", "scheme", "exponent", "ci_low", "ci_high", "converged", "regime"} <= set(r)
+    assert {r["target"] for r in records} == {"independent", "tied"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "nope"], "unknown experiment 'nope'"),
+    (["run", "smooth-vs-rough", "--preset", "huge"], "has no preset 'huge'"),
+    (["run", "smooth-vs-rough", "--set", "nope=1"], "unknown key 'nope'"),
+    (["run", "smooth-vs-rough", "--resume", "--out", "/nonexistent-store"], "no interrupted"),
+    (["fit", "/nonexistent-store"], "does not exist"),
+])
+def test_bad_input_exits_2_without_traceback(args, message):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+
+
+def test_fit_reports_a_corrupt_result(tmp_path):
+    run = tmp_path / "smooth-vs-rough-x"
+    run.mkdir()
+    (run / "result.nc").write_bytes(b"not a netcdf file")
+    result = runner.invoke(app, ["fit", str(tmp_path)])
+    assert result.exit_code == 2 and "corrupt" in result.output
