@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 demo: install
-	$(BIN)/resflow demo --out results
+	$(BIN)/resflow run smooth-vs-rough --preset cpu --out results
 
 test: install-dev
 	$(BIN)/python -m pytest -m "not slow" -n 2 -q

@@ -36,7 +36,8 @@ from . import laws
 from .results import series_dims
 from .tableau import get_tableau
 
-__all__ = ["SeriesFit", "fit_exponent", "fit_offset", "bootstrap_exponent", "fit_dataset", "regime_predictions"]
+__all__ = ["SeriesFit", "fit_exponent", "fit_offset", "bootstrap_exponent", "fit_dataset", "regime_predictions",
+           "exponent_over_training"]
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
@@ -201,3 +202,16 @@ def fit_dataset(ds: xr.Dataset, *, convergence_window: float | None = None, conv
             exponent_drift=float(drift), note=note,
         ))
     return fits
+
+
+def exponent_over_training(ds: xr.Dataset) -> xr.DataArray:
+    """Fitted exponent of the seed-mean test loss at every evaluation step, per series."""
+    mean = ds["test_loss"].mean("seed")
+    logd = np.log(mean["depth"].values.astype(float))
+
+    def slope(values):
+        return -np.polyfit(logd, np.log(values), 1)[0] if np.all(values > 0) else np.nan
+
+    alpha = xr.apply_ufunc(slope, mean, input_core_dims=[["depth"]], vectorize=True)
+    alpha.attrs = {"long_name": "depth exponent of the test loss during training", "units": "1"}
+    return alpha

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # headless by default; a notebook user can switch backends before importing
 import matplotlib.pyplot as plt  # noqa: E402
@@ -68,6 +69,11 @@ def plot_flow_demo(ds: xr.Dataset) -> matplotlib.figure.Figure:
     return fig
 
 
+def _depth_ticks(ax, depths) -> None:
+    ax.set_xticks(list(depths), [str(int(d)) for d in depths])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
 def _series_label(fit) -> str:
     parts = [fit.target]
     if fit.scheme != "euler":
@@ -107,6 +113,7 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
                 ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
            title="loss vs depth (grey: theory slopes 1 : · ·, 2p − −, 2p+1 −·)")
+    _depth_ticks(ax, ds["depth"].values)
     ax.legend(fontsize=6.5)
     return ax
 
@@ -147,6 +154,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     ax.axhline(90, color="0.6", ls=":", lw=0.8)
     ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 100),
            title="trained students: angle of successive updates")
+    _depth_ticks(ax, angles["depth"].values)
     ax.legend(fontsize=7)
     return ax
 

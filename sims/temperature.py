@@ -7,7 +7,8 @@ import dataclasses
 import matplotlib.pyplot as plt
 import numpy as np
 
-from resflow.plotting import plot_loss_vs_depth, plot_training_curves
+from resflow.fitting import exponent_over_training
+from resflow.plotting import plot_loss_vs_depth
 
 from .smooth_vs_rough import PRESETS as BASE
 
@@ -29,7 +30,14 @@ def figure(ds, fits):
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), constrained_layout=True)
     fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))
     plot_loss_vs_depth(ds, fits, axes[0])
-    plot_training_curves(ds, axes[1])
+    alpha = exponent_over_training(ds).isel(scheme=0)
+    colors = plt.cm.plasma(np.linspace(0, 0.85, alpha.sizes["temperature"]))
+    for t, style in zip(alpha["target"].values, ("-", "--", ":", "-."), strict=False):
+        for color, temp in zip(colors, alpha["temperature"].values, strict=True):
+            axes[1].semilogx(np.maximum(alpha["step"].values, 1), alpha.sel(target=t, temperature=temp), style,
+                             color=color, lw=1, label=f"{t} T={temp:.2g}")
+    axes[1].set(xlabel="step", ylabel="depth exponent α", title="exponent against training steps")
+    axes[1].legend(fontsize=6, ncol=2)
     ax = axes[2]
     for target in sorted({f.target for f in fits}):
         rows = sorted((f for f in fits if f.target == target), key=lambda f: f.temperature)

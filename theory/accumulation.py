@@ -51,11 +51,17 @@ INSTANCES = {
 }
 
 
+def ones_quadratic_form(all_ones_weight: sp.Expr, identity_weight: sp.Expr, n: sp.Symbol) -> sp.Expr:
+    r""":math:`\mathbf 1^\top C\, \mathbf 1` for the :math:`n \times n` matrix :math:`C = w_J J + w_I I`
+    (:math:`J` all ones), by summing its entries: :math:`w_J n^2 + w_I n`."""
+    ones = sp.summation(sp.summation(sp.Integer(1), (m, 1, n)), (l, 1, n))  # 1^T J 1
+    trace = sp.summation(sp.Integer(1), (l, 1, n))  # 1^T I 1
+    return all_ones_weight * ones + identity_weight * trace
+
+
 def _loss(all_ones_weight: sp.Expr, identity_weight: sp.Expr) -> sp.Expr:
-    r""":math:`\ell^{-2q}\,\mathbf 1^\top C \mathbf 1` for :math:`C = w_J J + w_I I` (J all ones)."""
-    ones = sp.summation(sp.summation(sp.Integer(1), (m, 1, ell)), (l, 1, ell))  # 1^T J 1
-    trace = sp.summation(sp.Integer(1), (l, 1, ell))  # 1^T I 1
-    return sp.powsimp(sp.expand(ell ** (-2 * q) * (all_ones_weight * ones + identity_weight * trace)), force=True)
+    total = ones_quadratic_form(all_ones_weight, identity_weight, ell)
+    return sp.powsimp(sp.expand(ell ** (-2 * q) * total), force=True)
 
 
 def _exponent(loss: sp.Expr) -> sp.Expr:

@@ -16,14 +16,13 @@ from __future__ import annotations
 import sympy as sp
 
 from ._law import Derivation
-from .accumulation import fgn_double_sum
+from .accumulation import fgn_double_sum, ones_quadratic_form
 
 __all__ = ["derive_equicorrelated", "derive_fractional"]
 
 L, sigma = sp.symbols("L sigma", positive=True)
 rho = sp.Symbol("rho", nonnegative=True)
 H = sp.Symbol("H", positive=True)
-i, j = sp.symbols("i j", integer=True, positive=True)
 REFERENCES = (
     "Veit, Wilber & Belongie, NeurIPS 2016 (residual networks as ensembles)",
     "Liu, Kangaslahti, Liu & Gore, arXiv:2602.05970 (2026) (ensemble averaging, loss ~ 1/depth)",
@@ -32,9 +31,7 @@ REFERENCES = (
 
 def _mse(all_ones_weight: sp.Expr, identity_weight: sp.Expr) -> sp.Expr:
     r""":math:`\sigma^2 \mathbf 1^\top C \mathbf 1 / L^2` for :math:`C = w_J J + w_I I`."""
-    ones = sp.summation(sp.summation(sp.Integer(1), (j, 1, L)), (i, 1, L))
-    trace = sp.summation(sp.Integer(1), (i, 1, L))
-    return sp.expand(sigma**2 * (all_ones_weight * ones + identity_weight * trace) / L**2)
+    return sp.expand(sigma**2 * ones_quadratic_form(all_ones_weight, identity_weight, L) / L**2)
 
 
 def _exponent(mse: sp.Expr) -> sp.Expr:
