@@ -202,40 +202,34 @@ def run(
                 err_console.print(f"[yellow]interrupted[/]: checkpoint saved; continue with "
                                   f"`resflow run {experiment} --preset {preset} --out {out} --resume`")
                 raise typer.Exit(code=130) from None
-        console.print(_fits_table(fits, f"Depth exponents: loss ∝ depth^-α ({run_dir})"))
-        console.print(f"wrote {run_dir / 'result.nc'}, {run_dir / 'fits.json'}, {run_dir / 'figure.png'}")
+        console.print(_fits_table(fits, f"Depth exponents: loss ∝ depth^-α ({ds.attrs['store_record']})"))
+        console.print(f"wrote record {ds.attrs['store_record']} to store {out}; fits and figure in {run_dir}")
 
 
 @app.command()
 def fit(
-    store: Annotated[Path, typer.Argument(help="A store directory (or one run directory).")],
+    store: Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of fitted series).")] = False,
 ) -> None:
-    """Refit the depth exponents of every finished run in a store."""
+    """Refit the depth exponents of every toy run in a store."""
     with user_errors():
-        import xarray as xr
-
         from .errors import ConfigError
         from .fitting import fit_dataset
+        from .store import Store
 
-        if not store.exists():
-            raise ConfigError(f"store {str(store)!r} does not exist; pass the --out directory of `resflow run`.")
-        paths = [store / "result.nc"] if (store / "result.nc").exists() else sorted(store.glob("*/result.nc"))
-        if not paths:
-            raise ConfigError(f"no finished runs (*/result.nc) in {str(store)!r}.")
-        records = []
-        for path in paths:
-            try:
-                with xr.open_dataset(path, engine="scipy") as ds:
-                    fits = fit_dataset(ds.load())
-            except (OSError, ValueError, TypeError, KeyError) as exc:
-                raise ConfigError(f"cannot read {path}: {exc}. The file is corrupt or not a resflow run.") from None
+        opened = Store.open(store)
+        infos = opened.records(kind="toy-run")
+        if not infos:
+            raise ConfigError(f"no toy runs in store {str(store)!r}; `resflow run` writes them.")
+        rows = []
+        for info in infos:
+            fits = fit_dataset(opened.load(info))
             if as_json:
-                records += [{"run": str(path.parent), **f.to_json()} for f in fits]
+                rows += [{"run": info.id, **f.to_json()} for f in fits]
             else:
-                console.print(_fits_table(fits, str(path.parent)))
+                console.print(_fits_table(fits, info.id))
         if as_json:
-            typer.echo(json.dumps(records, indent=2))
+            typer.echo(json.dumps(rows, indent=2))
 
 
 def main() -> None:  # console-script entry point

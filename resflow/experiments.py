@@ -25,14 +25,14 @@ from .fitting import SeriesFit, fit_dataset
 from .plotting import save_figure
 from .provenance import provenance
 from .results import build_dataset
-from .runs import new_run_dir
+from .store import Store
 from .students import StudentSpec
 from .tableau import TABLEAUX
 from .teacher import Teacher, TeacherConfig
 from .training import TrainConfig
 
 __all__ = ["EXPERIMENTS", "ExperimentConfig", "load_experiment", "preset", "run_experiment", "find_resumable",
-           "RESULT_NAME", "FIGURE_NAME"]
+           "RECORD_NAME", "FIGURE_NAME"]
 
 EXPERIMENTS = {
     "smooth-vs-rough": "resflow.sims.smooth_vs_rough",
@@ -40,7 +40,7 @@ EXPERIMENTS = {
     "rk2": "resflow.sims.rk2",
     "roughness": "resflow.sims.roughness",
 }
-RESULT_NAME = "result.nc"
+RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
 FIGURE_NAME = "figure.png"
 RUN_INFO = "run.json"
 
@@ -157,10 +157,10 @@ def preset(name: str, preset_name: str) -> ExperimentConfig:
 
 
 def find_resumable(store: Path, experiment: str) -> Path:
-    """Latest run directory of ``experiment`` in ``store`` with a checkpoint and no result."""
-    store = Path(store)
-    candidates = sorted(p for p in store.glob(f"{experiment}-*") if (p / CHECKPOINT_NAME).exists()
-                        and not (p / RESULT_NAME).exists()) if store.is_dir() else []
+    """Latest work directory of ``experiment`` in ``store`` with a checkpoint and no record yet."""
+    work = Path(store) / "work"
+    candidates = sorted(p for p in work.glob(f"{experiment}-*") if (p / CHECKPOINT_NAME).exists()
+                        and not (p / RECORD_NAME).exists()) if work.is_dir() else []
     if not candidates:
         raise ConfigError(f"no interrupted {experiment!r} run to resume in {str(store)!r}; run without --resume.")
     return candidates[-1]
@@ -168,15 +168,18 @@ def find_resumable(store: Path, experiment: str) -> Path:
 
 def run_experiment(config: ExperimentConfig, *, out: Path, resume: bool = False, progress=None,
                    stop_after: int | None = None) -> tuple[Path, xr.Dataset, list[SeriesFit]]:
-    """Train, then write ``result.nc``, ``fits.json`` and ``figure.png`` into a run directory of ``out``."""
+    """Train, write the Dataset as a ``toy-run`` record of the store ``out``, and ``fits.json``,
+    ``figure.png`` into the run's work directory ``out/work/<experiment>-<time>/`` (returned)."""
     if resume:
-        run_dir = find_resumable(out, config.experiment)
+        run_dir = find_resumable(out, config.experiment)  # before opening: resuming never creates a store
+        store = Store.open(out)
         saved = json.loads((run_dir / RUN_INFO).read_text())
         if saved["config"] != json.loads(json.dumps(config.to_dict(), default=str)):
             raise ConfigError(f"{run_dir} was started with a different configuration; pass the same preset and --set "
                               "options to resume it.")
     else:
-        run_dir = new_run_dir(out, config.experiment)
+        store = Store.open(out, create=True)
+        run_dir = store.work_dir(config.experiment)
         (run_dir / RUN_INFO).write_text(json.dumps({"config": config.to_dict()}, indent=1, default=str))
     teachers = {t: Teacher(config.teacher_config(t)) for t in config.targets}
     result = train(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
@@ -185,14 +188,11 @@ def run_experiment(config: ExperimentConfig, *, out: Path, resume: bool = False,
         return run_dir, None, []
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov)
-    _write_dataset(ds, run_dir / RESULT_NAME)
+    record = store.write(ds, kind="toy-run", name=config.experiment)
+    ds.attrs["store_record"] = record
+    (run_dir / RECORD_NAME).write_text(record + "\n")
     fits = fit_dataset(ds)
     (run_dir / "fits.json").write_text(json.dumps([f.to_json() for f in fits], indent=1))
     save_figure(load_experiment(config.experiment).figure(ds, fits), run_dir / FIGURE_NAME, prov)
     return run_dir, ds, fits
 
-
-def _write_dataset(ds: xr.Dataset, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    ds.to_netcdf(tmp, engine="scipy")
-    tmp.replace(path)

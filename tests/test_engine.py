@@ -103,7 +103,7 @@ def test_resume_after_a_kill(tmp_path):
     deadline = time.time() + 120
     try:
         while time.time() < deadline:
-            ckpts = list(store.glob(f"*/{CHECKPOINT_NAME}"))
+            ckpts = list(store.glob(f"work/*/{CHECKPOINT_NAME}"))
             if ckpts and torch.load(ckpts[0], weights_only=False)["step"] >= 300:
                 break
             time.sleep(0.05)
@@ -111,9 +111,10 @@ def test_resume_after_a_kill(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    run_dir = next(store.iterdir())
+    run_dir = next((store / "work").iterdir())
     killed_at = torch.load(run_dir / CHECKPOINT_NAME, weights_only=False)["step"]
-    assert 300 <= killed_at < 3000 and not (run_dir / "result.nc").exists()
+    assert 300 <= killed_at < 3000 and not (run_dir / "record.txt").exists()
+    assert not list((store / "runs").glob("*.zarr"))  # no half-written record
     cfg = preset("smooth-vs-rough", "cpu").with_overrides(KILL_SETTINGS)
     _, resumed, _ = run_experiment(cfg, out=store, resume=True)
     _, straight, _ = run_experiment(cfg, out=tmp_path / "straight")

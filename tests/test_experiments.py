@@ -34,9 +34,10 @@ def test_every_experiment_runs_end_to_end(name, tmp_path):
     if cfg.train.loss == "kl":
         cfg = cfg.with_overrides(["train.temperatures=0.1,1.0"])
     run_dir, ds, fits = run_experiment(cfg, out=tmp_path)
-    assert {p.name for p in run_dir.iterdir()} >= {"result.nc", "fits.json", "figure.png", "run.json"}
+    assert {p.name for p in run_dir.iterdir()} >= {"record.txt", "fits.json", "figure.png", "run.json"}
     assert len(fits) == len(cfg.targets) * len(cfg.schemes) * (len(cfg.train.temperatures) if cfg.train.loss == "kl" else 1)
-    reopened = xr.open_dataset(run_dir / "result.nc", engine="scipy")
+    record = (run_dir / "record.txt").read_text().strip()
+    reopened = xr.open_zarr(tmp_path / "runs" / f"{record}.zarr")
     xr.testing.assert_allclose(reopened["final_loss"].load(), ds["final_loss"])
     assert json.loads(reopened.attrs["config"])["experiment"] == name
 
@@ -76,7 +77,7 @@ def test_run_and_fit_commands(tmp_path):
     (["run", "smooth-vs-rough", "--preset", "huge"], "has no preset 'huge'"),
     (["run", "smooth-vs-rough", "--set", "nope=1"], "unknown key 'nope'"),
     (["run", "smooth-vs-rough", "--resume", "--out", "/nonexistent-store"], "no interrupted"),
-    (["fit", "/nonexistent-store"], "does not exist"),
+    (["fit", "/nonexistent-store"], "no store at"),
 ])
 def test_bad_input_exits_2_without_traceback(args, message):
     result = runner.invoke(app, args)
@@ -84,9 +85,11 @@ def test_bad_input_exits_2_without_traceback(args, message):
     assert message in " ".join(result.output.split()) and "Traceback" not in result.output
 
 
-def test_fit_reports_a_corrupt_result(tmp_path):
-    run = tmp_path / "smooth-vs-rough-x"
-    run.mkdir()
-    (run / "result.nc").write_bytes(b"not a netcdf file")
+def test_fit_reports_a_corrupt_record(tmp_path):
+    cfg = preset("smooth-vs-rough", "cpu").with_overrides(TINY + ["seeds=1"])
+    run_dir, _, _ = run_experiment(cfg, out=tmp_path)
+    record = (run_dir / "record.txt").read_text().strip()
+    for chunk in (tmp_path / "runs" / f"{record}.zarr" / "final_loss").glob("0*"):
+        chunk.write_bytes(b"garbage")
     result = runner.invoke(app, ["fit", str(tmp_path)])
     assert result.exit_code == 2 and "corrupt" in result.output
