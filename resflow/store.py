@@ -146,8 +146,8 @@ class Store:
         losses = {d.attrs.get("loss") for d in datasets}
         if len(experiments) != 1 or len(losses) != 1:
             raise IncompatibleOptionsError(
-                f"only records of one experiment and loss can be merged; got experiments {sorted(map(str, experiments))}"
-                f" and losses {sorted(map(str, losses))}."
+                "only records of one experiment and loss can be merged; got experiments "
+                f"{sorted(map(str, experiments))} and losses {sorted(map(str, losses))}."
             )
         merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer")
         merged.attrs["merged_records"] = json.dumps([d.attrs.get("store_record") for d in datasets])

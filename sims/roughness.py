@@ -60,7 +60,7 @@ def figure(ds, fits):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
     fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))
     plot_loss_vs_depth(ds, fits, axes[0])
-    for k, (target, curve) in enumerate(theory_curves(ds).items()):
+    for k, curve in enumerate(theory_curves(ds).values()):
         axes[0].loglog(ds["depth"].values, curve, ":", color=plt.cm.tab10(k % 10), lw=2)
     axes[0].set_title("loss vs depth (dotted: roughness law from the two extremes)")
     plot_training_curves(ds, axes[1])
