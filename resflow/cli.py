@@ -232,6 +232,128 @@ def fit(
             typer.echo(json.dumps(rows, indent=2))
 
 
+@app.command("llm-fit")
+def llm_fit(
+    data: Annotated[Path | None, typer.Option(help="CSV with model_size, FLOP, loss, num_tokens, d_model, n_layers "
+                                                   "(default: $RESFLOW_DATA_DIR/chinchilla_depth_width.csv).")] = None,
+    exclude_top: Annotated[int, typer.Option(help="Drop this many highest-loss points before fitting.", min=0)] = 0,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for percentile intervals (0: none).",
+                                           min=0)] = 0,
+    depth_offset: Annotated[float, typer.Option(help="Fit (ell - K) instead of ell.", min=0)] = 0.0,
+    loss: Annotated[str, typer.Option(help="huber | squared (on log-loss residuals).")] = "huber",
+    starts: Annotated[int, typer.Option(help="Random starting points of the optimiser.", min=1)] = 64,
+    holdout: Annotated[int, typer.Option(help="Held-out validation splits (0: none).", min=0)] = 0,
+    sweep_exclusions: Annotated[bool, typer.Option("--sweep-exclusions",
+                                                   help="Also fit with 0, 5, 10, 20, 30, 40, 60 points excluded.")
+                                ] = False,
+    columns: Annotated[str | None, typer.Option(help="Map expected=actual column names, comma separated.")] = None,
+    download: Annotated[bool, typer.Option("--download", help="Fetch the Chinchilla table (pinned sha256) if "
+                                                              "no --data is given.")] = False,
+    out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = Path("results"),
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Fit L = c_m m^-a_m + c_l (l-k)^-a_l + c_D D^-a_D + L0 to trained-LLM data; write it to a store."""
+    with user_errors():
+        from .llm_data import CHINCHILLA, load_scaling_table, parse_column_map, table_dataset
+        from .llm_fit import (
+            PARAMS,
+            FitSettings,
+            bootstrap_fit,
+            exclusion_sweep,
+            fit_dataset_record,
+            fit_scaling_law,
+            holdout_validation,
+        )
+        from .provenance import provenance
+        from .store import Store
+
+        table = load_scaling_table(data, columns=parse_column_map(columns), download=download)
+        settings = FitSettings(loss=loss, n_starts=starts, depth_offset=depth_offset, exclude_top=exclude_top)
+        fit = fit_scaling_law(table, settings)
+        if bootstrap:
+            bootstrap_fit(table, fit, bootstrap)
+        if holdout:
+            fit.holdout = holdout_validation(table, settings, splits=holdout)
+        sweep = exclusion_sweep(table, settings) if sweep_exclusions else []
+        store = Store.open(out, create=True)
+        prov = provenance({"settings": settings.__dict__, "data": table.attrs.get("path"), "bootstrap": bootstrap},
+                          seed=settings.seed)
+        is_chinchilla = str(table.attrs.get("path", "")).endswith(CHINCHILLA["file"])
+        data_ds = table_dataset(table, source=CHINCHILLA["source"] if is_chinchilla else str(table.attrs["path"]),
+                                license=CHINCHILLA["license"] if is_chinchilla else "as given by the user")
+        data_ds.attrs.update(prov)
+        data_record = store.write(data_ds, kind="llm-data", name="chinchilla" if is_chinchilla else "user-table")
+        fit_ds = fit_dataset_record(fit, data_record)
+        fit_ds.attrs.update(prov)
+        fit_record = store.write(fit_ds, kind="llm-fit", name="depth-scaling")
+        record = {**fit.to_json(), "record": fit_record, "data_record": data_record}
+        if sweep:
+            record["sweep"] = [{"excluded": f.excluded, "n_points": f.n_points, "alpha_l": f.params["alpha_l"],
+                                "alpha_l_se": f.se["alpha_l"], "starts_agree": f.starts_agree} for f in sweep]
+        if as_json:
+            typer.echo(json.dumps(record, indent=2))
+            return
+        table_out = Table(title=f"L(m, l, D) fit: {fit.n_points} points, {fit.excluded} highest-loss excluded, "
+                                f"{fit.starts_agree}/{fit.n_starts} starts agree")
+        for column in ("parameter", "value", "std. error", "95% bootstrap interval"):
+            table_out.add_column(column)
+        for name in PARAMS:
+            ci = fit.ci.get(name)
+            table_out.add_row(name, f"{fit.params[name]:.4g}", f"{fit.se[name]:.3g}",
+                              "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]")
+        console.print(table_out)
+        if fit.holdout:
+            h = fit.holdout
+            console.print(f"held-out ({h['splits']} splits of {h['test_fraction']:.0%}): RMS log-loss residual "
+                          f"{h['test_rms_log']:.4f} ± {h['test_rms_log_sd']:.4f} (train {h['train_rms_log']:.4f}); "
+                          f"alpha_l {h['alpha_l_mean']:.2f} ± {h['alpha_l_sd']:.2f}", highlight=False)
+        if sweep:
+            sweep_table = Table(title="Exclusion sweep")
+            for column in ("excluded", "points", "alpha_l", "std. error", "starts agree"):
+                sweep_table.add_column(column)
+            for row in record["sweep"]:
+                sweep_table.add_row(str(row["excluded"]), str(row["n_points"]), f"{row['alpha_l']:.3f}",
+                                    f"{row['alpha_l_se']:.3f}", str(row["starts_agree"]))
+            console.print(sweep_table)
+        console.print(f"wrote records {data_record} and {fit_record} to store {out}", highlight=False)
+
+
+@app.command()
+def compare(
+    stores: Annotated[list[Path], typer.Argument(help="One or more store directories.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of rows).")] = False,
+    figure: Annotated[Path | None, typer.Option(help="Where to write the figure (default: a new work "
+                                                     "directory of the first store).")] = None,
+) -> None:
+    """Depth exponents of theory, toy runs and LLM fits side by side, with the regime of each."""
+    with user_errors():
+        from .compare import comparison_figure, comparison_rows
+        from .errors import ConfigError
+        from .plotting import save_figure
+        from .provenance import provenance
+        from .store import Store
+
+        rows, llm = comparison_rows(stores)
+        if figure is None:
+            figure = Store.open(stores[0]).work_dir("compare") / "compare.png"
+        elif figure.exists():
+            raise ConfigError(f"{str(figure)!r} exists; choose a new file (nothing is overwritten).")
+        save_figure(comparison_figure(rows, llm), figure,
+                    provenance({"stores": [str(s) for s in stores]}, records=[r.record for r in rows]))
+        if as_json:
+            typer.echo(json.dumps([r.to_json() for r in rows], indent=2))
+            return
+        table = Table(title="Depth exponents: theory, toy models, trained LLMs")
+        for column in ("source", "series", "loss", "scheme", "α", "95% interval", "converged", "regime"):
+            table.add_column(column)
+        for r in rows:
+            interval = "-" if r.source == "theory" else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
+            converged = "-" if r.converged is None else ("yes" if r.converged else "[red]no[/]")
+            table.add_row(r.source, r.name, r.loss, r.scheme, f"{r.exponent:.2f}", interval, converged, r.regime)
+        console.print(table)
+        console.print(f"figure: {figure}")
+
+
 def main() -> None:  # console-script entry point
     app()
 

@@ -1,0 +1,146 @@
+"""Trained-LLM side: the table loader, the scaling-law fitter (synthetic recovery, Chinchilla), llm-fit, compare."""
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from resflow import ConfigError
+from resflow.cli import app
+from resflow.llm_data import CHINCHILLA, load_scaling_table, parse_column_map
+from resflow.llm_fit import (
+    PARAMS,
+    FitSettings,
+    bootstrap_fit,
+    exclusion_sweep,
+    fit_scaling_law,
+    holdout_validation,
+    predict,
+)
+
+CHINCHILLA_PATH = Path(__file__).resolve().parents[2] / "shared" / "data" / "chinchilla" / CHINCHILLA["file"]
+needs_chinchilla = pytest.mark.skipif(not CHINCHILLA_PATH.exists(),
+                                      reason=f"Chinchilla table not found at {CHINCHILLA_PATH} (../shared/data)")
+TRUE = {"c_m": 150.0, "alpha_m": 0.8, "c_l": 3.5, "alpha_l": 1.0, "c_D": 900.0, "alpha_D": 0.33, "L0": 1.7}
+runner = CliRunner()
+
+
+def synthetic_table(n=200, noise=0.005, seed=0):
+    """A Chinchilla-like design (width and depth grow together) with known parameters."""
+    rng = np.random.default_rng(seed)
+    m = np.exp(rng.uniform(np.log(512), np.log(5120), n))
+    ell = np.maximum(np.round(m / 110 * np.exp(rng.normal(0, 0.2, n))), 4)
+    D = np.exp(rng.uniform(np.log(1e9), np.log(3e11), n))
+    loss = predict(TRUE, m, ell, D) * np.exp(rng.normal(0, noise, n))
+    return pd.DataFrame({"model_size": 12 * m**2 * ell, "FLOP": 6 * 12 * m**2 * ell * D, "loss": loss,
+                         "num_tokens": D, "d_model": m, "n_layers": ell})
+
+
+def test_fitter_recovers_known_parameters_within_its_own_uncertainty():
+    table = synthetic_table()
+    fit = fit_scaling_law(table, FitSettings(loss="squared", n_starts=32))
+    for name in PARAMS:  # each within 4 of its own standard errors (P(|z|>4) = 6e-5 per parameter)
+        assert abs(fit.params[name] - TRUE[name]) <= 4 * fit.se[name], (name, fit.params[name], fit.se[name])
+    assert fit.starts_agree >= 2
+    # the bootstrap measures the same spread as the Jacobian: its SD within a factor 1.5 of the SE
+    # (200 resamples estimate an SD to about 5%)
+    bootstrap_fit(table, fit, 200, seed=1)
+    for name in ("alpha_m", "alpha_l", "alpha_D"):
+        spread = np.std(fit.bootstrap[:, PARAMS.index(name)], ddof=1)
+        assert fit.se[name] / 1.5 <= spread <= 1.5 * fit.se[name], (name, spread, fit.se[name])
+
+
+def test_huber_fit_is_robust_to_outliers():
+    table = synthetic_table(seed=3)
+    table.loc[table.index[:6], "loss"] *= 1.5  # six wild points
+    robust = fit_scaling_law(table, FitSettings(loss="huber", n_starts=32))
+    assert abs(robust.params["alpha_D"] - TRUE["alpha_D"]) < 0.05
+
+
+def test_depth_offset_and_exclusion_change_the_data_used():
+    table = synthetic_table()
+    fit = fit_scaling_law(table, FitSettings(exclude_top=20, depth_offset=2, n_starts=8))
+    assert fit.n_points == 180 and fit.excluded == 20
+    with pytest.raises(ConfigError, match="depth offset 100"):
+        fit_scaling_law(table, FitSettings(depth_offset=100, n_starts=2))
+    with pytest.raises(ConfigError, match="leaves too few"):
+        fit_scaling_law(table, FitSettings(exclude_top=195, n_starts=2))
+
+
+@needs_chinchilla
+def test_chinchilla_fit_bootstrap_holdout_and_sweep():
+    table = load_scaling_table(CHINCHILLA_PATH)
+    assert len(table) == 245
+    fit = fit_scaling_law(table, FitSettings(exclude_top=20))
+    t0 = time.perf_counter()
+    bootstrap_fit(table, fit, 1000)
+    seconds = time.perf_counter() - t0
+    print(f"\nChinchilla: alpha_l = {fit.params['alpha_l']:.3f} ± {fit.se['alpha_l']:.3f}, bootstrap 95% "
+          f"{fit.ci['alpha_l']}, 1000 resamples in {seconds:.1f} s")
+    assert 0.3 < fit.params["alpha_l"] < 2.5 and fit.ci["alpha_l"][0] < fit.params["alpha_l"] < fit.ci["alpha_l"][1]
+    holdout = holdout_validation(table, FitSettings(exclude_top=20, n_starts=16), splits=3)
+    assert holdout["test_rms_log"] < 0.05
+    sweep = exclusion_sweep(table, FitSettings(n_starts=16), exclusions=(0, 20, 40))
+    assert [f.excluded for f in sweep] == [0, 20, 40]
+
+
+def test_loader_errors_name_the_problem(tmp_path, monkeypatch):
+    monkeypatch.delenv("RESFLOW_DATA_DIR", raising=False)
+    with pytest.raises(ConfigError, match="no data: pass --data"):
+        load_scaling_table()
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_scaling_table(tmp_path / "missing.csv")
+    table = synthetic_table()
+    renamed = tmp_path / "renamed.csv"
+    table.rename(columns={"d_model": "width", "n_layers": "depth"}).to_csv(renamed, index=False)
+    with pytest.raises(ConfigError, match="no column 'd_model'.*--columns d_model="):
+        load_scaling_table(renamed)
+    loaded = load_scaling_table(renamed, columns=parse_column_map("d_model=width,n_layers=depth"))
+    np.testing.assert_allclose(loaded["d_model"], table["d_model"])
+    bad = tmp_path / "bad.csv"
+    table.assign(loss=["x"] + list(table["loss"][1:])).to_csv(bad, index=False)
+    with pytest.raises(ConfigError, match="row 2 has 'x'"):
+        load_scaling_table(bad)
+    with pytest.raises(ConfigError, match="expected=actual"):
+        parse_column_map("d_model")
+
+
+def test_data_dir_environment_variable(tmp_path, monkeypatch):
+    synthetic_table().to_csv(tmp_path / CHINCHILLA["file"], index=False)
+    monkeypatch.setenv("RESFLOW_DATA_DIR", str(tmp_path))
+    with pytest.warns(UserWarning, match="differs from the pinned"):
+        assert len(load_scaling_table()) == 200
+
+
+def test_llm_fit_and_compare_commands(tmp_path):
+    csv = tmp_path / "table.csv"
+    synthetic_table().to_csv(csv, index=False)
+    store = tmp_path / "store"
+    result = runner.invoke(app, ["llm-fit", "--data", str(csv), "--bootstrap", "50", "--starts", "8",
+                                 "--exclude-top", "5", "--out", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    for name in ("alpha_m", "alpha_l", "alpha_D", "c_m", "c_l", "c_D", "L0"):
+        assert name in record and f"{name}_se" in record and len(record[f"{name}_ci"]) == 2
+    assert record["n_points"] == 195 and record["excluded"] == 5
+    sweep = runner.invoke(app, ["llm-fit", "--data", str(csv), "--starts", "16", "--sweep-exclusions",
+                                "--out", str(store)])
+    assert sweep.exit_code == 0 and "Exclusion sweep" in sweep.output
+    compared = runner.invoke(app, ["compare", str(store), "--json"])
+    assert compared.exit_code == 0, compared.output
+    rows = json.loads(compared.output)
+    assert {r["source"] for r in rows} == {"theory", "llm"}
+    llm = [r for r in rows if r["source"] == "llm"]
+    assert all(r["ci_low"] <= r["exponent"] <= r["ci_high"] for r in llm)
+    assert math.isclose(llm[0]["exponent"], record["alpha_l"])
+
+
+def test_llm_fit_bad_input_exits_2(tmp_path):
+    result = runner.invoke(app, ["llm-fit", "--data", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "s")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "does not exist" in text and "Traceback" not in text
