@@ -27,7 +27,7 @@ import torch
 
 from .errors import ConfigError, IncompatibleOptionsError
 from .fields import rmsnorm
-from .metrics import step_angles, update_angles
+from .probes import METRICS, token_metrics
 from .stepper import rk_stages
 from .students import StudentBank, StudentSpec, init_student_parameters
 from .tableau import get_tableau
@@ -82,8 +82,7 @@ class TrainingResult:
     final_batches: np.ndarray  # (n_students, eval_batches)
     failed: np.ndarray  # (n_students,) bool
     fail_reason: list[str]
-    step_angle: np.ndarray  # (n_students, max_depth), NaN past each depth
-    update_angle: np.ndarray  # (n_students, max_depth - 1)
+    hidden: dict[str, np.ndarray]  # probe metric -> (n_students, max_depth + 1), mean over inputs, NaN-padded
     wall_time: float
     device: str
     steps_done: int
@@ -316,11 +315,11 @@ def train(
         eval_steps.append(step)
         history.append(final_batches.mean(axis=1))
         save(step)
-    step_angle, update_angle = _hidden_metrics(banks, stream, failed)
+    hidden = _hidden_metrics(banks, stream)
     return TrainingResult(
         specs=order, eval_steps=eval_steps, test_loss=np.stack(history, axis=1),
         final_batches=final_batches, failed=failed.numpy(), fail_reason=reasons,
-        step_angle=step_angle, update_angle=update_angle, wall_time=time.perf_counter() - t0,
+        hidden=hidden, wall_time=time.perf_counter() - t0,
         device=str(device), steps_done=step,
     )
 
@@ -333,10 +332,10 @@ def _summary(order: list[StudentSpec], losses: torch.Tensor, failed: torch.Tenso
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
-def _hidden_metrics(banks: list[StudentBank], stream: DataStream, failed: torch.Tensor):
-    """Mean step and update angles per layer of every trained student (NaN past its depth)."""
+def _hidden_metrics(banks: list[StudentBank], stream: DataStream) -> dict[str, np.ndarray]:
+    """Per-layer means of every probe metric (:mod:`resflow.probes`) of every trained student."""
     max_depth = max(b.max_depth for b in banks)
-    rows_step, rows_update = [], []
+    rows: dict[str, list[np.ndarray]] = {name: [] for name in METRICS}
     x = torch.randn((METRIC_BATCH, stream.width), generator=torch.Generator().manual_seed(12345),
                     dtype=stream.dtype).to(stream.device)
     with torch.no_grad():
@@ -344,14 +343,14 @@ def _hidden_metrics(banks: list[StudentBank], stream: DataStream, failed: torch.
             _, states = bank.forward(x, return_states=True)
             for i, spec in enumerate(bank.specs):
                 traj = torch.stack([states[0][i]] + [states[layer + 1][i] for layer in range(spec.depth)])
-                s = np.full(max_depth, np.nan)
-                u = np.full(max(max_depth - 1, 1), np.nan)
-                s[: spec.depth] = step_angles(traj).mean(dim=-1).double().cpu().numpy()
-                if spec.depth >= 2:
-                    u[: spec.depth - 1] = update_angles(traj).mean(dim=-1).double().cpu().numpy()
-                rows_step.append(s)
-                rows_update.append(u)
-    return np.stack(rows_step), np.stack(rows_update)
+                values = token_metrics(traj) if spec.depth >= 2 else {}
+                for name in METRICS:
+                    row = np.full(max_depth + 1, np.nan)
+                    if name in values:
+                        mean = values[name].mean(dim=-1).cpu().numpy()
+                        row[: mean.shape[0]] = mean
+                    rows[name].append(row)
+    return {name: np.stack(v) for name, v in rows.items()}
 
 
 def train_reference(
@@ -427,8 +426,8 @@ def train_reference(
     n = len(order)
     return TrainingResult(
         specs=order, eval_steps=eval_steps, test_loss=np.stack(history, axis=1), final_batches=final,
-        failed=np.zeros(n, dtype=bool), fail_reason=[""] * n, step_angle=np.full((n, 1), np.nan),
-        update_angle=np.full((n, 1), np.nan), wall_time=time.perf_counter() - t0, device="cpu",
+        failed=np.zeros(n, dtype=bool), fail_reason=[""] * n, hidden={},
+        wall_time=time.perf_counter() - t0, device="cpu",
         steps_done=config.steps,
     )
 

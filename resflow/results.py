@@ -38,21 +38,22 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         return tuple(idx + [depths.index(spec.depth), seeds.index(spec.seed)])
 
     n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
-    n_layers = result.step_angle.shape[1]
+    from .probes import METRICS
+
+    n_layers = next(iter(result.hidden.values())).shape[1] if result.hidden else 1
     curves = np.full(shape + [n_steps], np.nan)
     batches = np.full(shape + [n_batches], np.nan)
     failed = np.zeros(shape, dtype=np.int8)
     reasons = np.full(shape, "", dtype=object)
-    step_angle = np.full(shape + [n_layers], np.nan)
-    update_angle = np.full(shape + [max(n_layers - 1, 1)], np.nan)
+    hidden = {name: np.full(shape + [n_layers], np.nan) for name in METRICS if name in result.hidden}
     for i, spec in enumerate(specs):
         at = index(spec)
         curves[at] = result.test_loss[i]
         batches[at] = result.final_batches[i]
         failed[at] = int(result.failed[i])
         reasons[at] = result.fail_reason[i]
-        step_angle[at] = result.step_angle[i]
-        update_angle[at][: result.update_angle.shape[1]] = result.update_angle[i]
+        for name in hidden:
+            hidden[name][at] = result.hidden[name][i]
     loss_name = ("mean squared error of the final normalised state" if not kl
                  else "KL(teacher || student) of the output distributions")
     loss_units = "1" if not kl else "nat"
@@ -63,9 +64,7 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         "seed": ("seed", seeds, {"long_name": "student initialisation seed"}),
         "step": ("step", result.eval_steps, {"long_name": "optimiser step of the evaluation", "units": "steps"}),
         "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
-        "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l"}),
-        "layer_pair": ("layer_pair", list(range(max(n_layers - 1, 1))),
-                       {"long_name": "index l of the update pair (l, l+1)"}),
+        "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l of the trained student"}),
     }
     if kl:
         coords["temperature"] = ("temperature", temps, {"long_name": "teacher softmax temperature T", "units": "1"})
@@ -79,16 +78,26 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
             "failed": (dims, failed, {"long_name": "1 if the student's loss or gradient became NaN/inf",
                                       "units": "1"}),
             "fail_reason": (dims, reasons.astype(str), {"long_name": "why the student failed", "units": "1"}),
-            "step_angle": (dims + ["layer"], step_angle, {
-                "long_name": "mean angle between h_l and h_(l+1) of the trained student", "units": "rad"}),
-            "update_angle": (dims + ["layer_pair"], update_angle, {
-                "long_name": "mean angle between successive updates of the trained student", "units": "rad"}),
         },
         coords=coords,
         attrs={**attrs, "loss": loss, "wall_time_s": f"{result.wall_time:.1f}", "device": result.device,
                "steps_done": str(result.steps_done)},
     )
+    for name, values in hidden.items():
+        long_name, units = HIDDEN_LABELS[name]
+        ds[name] = (dims + ["layer"], values, {"long_name": f"{long_name} (trained student, mean over inputs)",
+                                               "units": units})
     return ds
+
+
+HIDDEN_LABELS = {
+    "step_angle": ("angle between h_l and h_(l+1)", "rad"),
+    "update_angle": ("angle between successive updates dh_l and dh_(l+1)", "rad"),
+    "norm": ("norm of h_l", "1"),
+    "update_norm": ("norm of dh_l = h_(l+1) - h_l", "1"),
+    "angle_to_final": ("angle between h_l and h_L", "rad"),
+    "progress": ("progress <h_l - h_0, h_L - h_0> / |h_L - h_0|^2", "1"),
+}
 
 
 def series_dims(ds: xr.Dataset) -> list[str]:

@@ -11,7 +11,7 @@ from resflow.plotting import plot_experiment
 from resflow.training import TrainConfig
 
 CPU_TRAIN = TrainConfig(
-    steps=20_000, batch=512, loss="mse", lr_scale=4.0, constant_fraction=0.5, decay="geometric",
+    steps=20_000, batch=512, loss="mse", lr_scale=8.0, constant_fraction=0.5, decay="geometric",
     final_lr_fraction=0.01, eval_every=500, eval_batches=4, eval_batch_size=4096, checkpoint_every=1000,
 )
 PAPER_TRAIN = TrainConfig(

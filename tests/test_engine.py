@@ -151,9 +151,11 @@ def test_hidden_state_metrics_are_stored_per_layer():
     specs, teachers, cfg = tiny_run(steps=40)
     result = train(specs, teachers, cfg, seed=0)
     for k, spec in enumerate(result.specs):
-        assert np.isfinite(result.step_angle[k, : spec.depth]).all()
-        assert np.isnan(result.step_angle[k, spec.depth:]).all()
-        assert np.isfinite(result.update_angle[k, : spec.depth - 1]).all()
+        assert np.isfinite(result.hidden["step_angle"][k, : spec.depth]).all()
+        assert np.isnan(result.hidden["step_angle"][k, spec.depth:]).all()
+        assert np.isfinite(result.hidden["update_angle"][k, : spec.depth - 1]).all()
+        assert np.isfinite(result.hidden["norm"][k, : spec.depth + 1]).all()
+        assert result.hidden["progress"][k, spec.depth] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

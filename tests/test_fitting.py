@@ -37,7 +37,7 @@ def synthetic(alphas: dict, seeds=4, batches=8, noise=0.05, still_falling=0.0, f
         failed[fail] = True
         reasons[fail] = "loss became nan at step 3"
     return TrainingResult(specs, steps, np.array(curves), np.array(finals), failed, reasons,
-                          np.zeros((n, 16)), np.zeros((n, 15)), 1.0, "cpu", 1000)
+                          {"step_angle": np.zeros((n, 17))}, 1.0, "cpu", 1000)
 
 
 def dataset(result, targets):
