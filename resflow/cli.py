@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -352,6 +353,69 @@ def compare(
             table.add_row(r.source, r.name, r.loss, r.scheme, f"{r.exponent:.2f}", interval, converged, r.regime)
         console.print(table)
         console.print(f"figure: {figure}")
+
+
+@app.command()
+def probe(
+    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow teachers: "
+                                                      "teacher:tied, teacher:independent, teacher:correlated:0.9, "
+                                                      "teacher:fractional:0.75.")],
+    texts: Annotated[Path | None, typer.Option(help="UTF-8 text file, one text per line (transformer models).")
+                     ] = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens (or Gaussian inputs for teachers) to probe.", min=1)] = 4096,
+    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.", min=1)] = 8,
+    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    half: Annotated[bool, typer.Option("--half", help="bf16 weights (GPU).")] = False,
+    normalise: Annotated[bool, typer.Option("--normalise", help="Plot against l / L.")] = False,
+    out: Annotated[Path, typer.Option(help="Store for the probe record and figure.")] = Path("results"),
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Hidden-state metrics per layer (rotation, update angles, norms, progress, per-layer loss)."""
+    with user_errors():
+        import torch
+
+        from .errors import ConfigError
+        from .plotting import save_figure
+        from .probes import plot_probes, probe_dataset, probe_teacher, step_size_slope
+        from .provenance import provenance
+        from .store import Store
+
+        results = []
+        for name in models:
+            if name.startswith("teacher:"):
+                results.append(probe_teacher(name[len("teacher:"):], n_inputs=max_tokens))
+                continue
+            from .hf_probe import probe_hf, read_texts
+
+            if texts is None:
+                raise ConfigError(f"probing {name!r} needs --texts FILE (one text per line).")
+            results.append(probe_hf(name, read_texts(texts), max_tokens=max_tokens, batch_size=batch_size,
+                                    device=device, dtype=torch.bfloat16 if half else torch.float32))
+        store = Store.open(out, create=True)
+        prov = provenance({"models": models, "texts": str(texts), "max_tokens": max_tokens}, seed=0)
+        ds = probe_dataset(results)
+        ds.attrs.update(prov)
+        record = store.write(ds, kind="probe", name="probe")
+        figure = store.work_dir("probe") / "probe.png"
+        save_figure(plot_probes(results, normalise=normalise), figure, prov)
+        payload = [r.to_json() for r in results]
+        if as_json:
+            typer.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
+            return
+        table = Table(title="Hidden-state probes (means over tokens; angles in degrees)")
+        for column in ("model", "layers", "tokens", "median update angle, middle", "relative step, middle",
+                       "early-stop fraction", "last state after final norm"):
+            table.add_column(column)
+        for r in results:
+            s = r.summary()
+            table.add_row(r.model, str(r.n_layers), str(r.n_tokens),
+                          f"{np.degrees(s['median_update_angle_middle']):.1f}",
+                          f"{s['relative_step_middle']:.4f}", f"{r.early_stop_fraction:.3f}",
+                          {None: "-", True: "yes", False: "no"}[r.last_state_after_final_norm])
+        console.print(table)
+        if len({r.n_layers for r in results}) >= 2:
+            console.print(f"slope of the middle-layer step size against depth: {step_size_slope(results):.2f}")
+        console.print(f"wrote record {record} to {out}; figure {figure}", highlight=False)
 
 
 def main() -> None:  # console-script entry point

@@ -60,6 +60,8 @@ def load_hf(model_or_dir: str | Path, *, device: str = "cpu", dtype: torch.dtype
         import transformers
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ConfigError("probing transformer models needs the llm extra: pip install 'resflow[llm]'.") from exc
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     source = str(model_or_dir)
     if (source.startswith((".", "/", "~")) or Path(source).exists()) and not Path(source).expanduser().is_dir():
         raise ConfigError(f"model directory {source!r} does not exist; pass a directory with config.json and "

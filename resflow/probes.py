@@ -34,7 +34,7 @@ import torch
 from .errors import ConfigError, ShapeError
 
 __all__ = ["METRICS", "QUANTILES", "token_metrics", "ProbeAccumulator", "ProbeResult", "probe_teacher",
-           "early_stop_fraction", "step_size_slope"]
+           "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset", "plot_probes"]
 
 METRICS = ("step_angle", "update_angle", "norm", "update_norm", "angle_to_final", "progress")
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
@@ -224,7 +224,8 @@ def probe_states(states_batches, model: str, *, kind: str = "stack", seed: int =
 
 
 def probe_teacher(spec: str, *, n_inputs: int = 4096, batch: int = 1024, seed: int = 0, **overrides) -> ProbeResult:
-    """Probe a resflow teacher (``tied``, ``independent``, ``correlated:0.9``, ``fractional:0.75``) on Gaussian inputs."""
+    """Probe a resflow teacher (``tied``, ``independent``, ``correlated:0.9``, ``fractional:0.75``) on
+    Gaussian inputs."""
     from .teacher import Teacher
 
     teacher = Teacher(spec, **overrides)
@@ -251,3 +252,81 @@ def step_size_slope(results: list[ProbeResult]) -> float:
     return float(np.polyfit(np.log(depths), np.log(steps), 1)[0])
 
 
+
+
+def probe_dataset(results: list[ProbeResult]):
+    """A ``probe`` store record: per-layer means and quantiles of every metric, per model."""
+    import xarray as xr
+
+    if not results:
+        raise ConfigError("no probe results to store.")
+    width = max(r.n_layers for r in results) + 1
+    models = [r.model for r in results]
+
+    def pad(a):
+        out = np.full(width, np.nan)
+        out[: len(a)] = a
+        return out
+
+    data = {}
+    labels = {
+        "step_angle": ("angle between h_l and h_(l+1)", "rad"),
+        "update_angle": ("angle between successive updates", "rad"),
+        "norm": ("norm of h_l", "1"),
+        "update_norm": ("norm of h_(l+1) - h_l", "1"),
+        "angle_to_final": ("angle between h_l and h_L", "rad"),
+        "progress": ("<h_l - h_0, h_L - h_0> / |h_L - h_0|^2", "1"),
+    }
+    for name, (long_name, units) in labels.items():
+        data[f"{name}_mean"] = (("model", "layer"), np.stack([pad(r.mean[name]) for r in results]),
+                                {"long_name": f"mean {long_name} over tokens", "units": units})
+        data[f"{name}_quantile"] = (("model", "quantile", "layer"),
+                                    np.stack([np.stack([pad(q) for q in r.quantiles[name]]) for r in results]),
+                                    {"long_name": f"quantiles of {long_name} over tokens", "units": units})
+        data[f"{name}_prenorm_mean"] = (
+            ("model", "layer"),
+            np.stack([pad(r.prenorm_mean[name]) if r.prenorm_mean else np.full(width, np.nan) for r in results]),
+            {"long_name": f"mean {long_name}, with the pre-final-norm state as h_L", "units": units})
+    for lens in ("logit_lens", "last_layer_lens"):
+        data[lens] = (("model", "layer"), np.stack([pad(r.losses.get(lens, [])) for r in results]),
+                      {"long_name": f"next-token loss through the {lens.replace('_', ' ')}", "units": "nat"})
+    data["n_layers"] = (("model",), [r.n_layers for r in results], {"long_name": "layers L", "units": "layers"})
+    data["n_tokens"] = (("model",), [r.n_tokens for r in results], {"long_name": "tokens probed", "units": "1"})
+    data["early_stop_fraction"] = (("model",), [r.early_stop_fraction for r in results],
+                                   {"long_name": "fraction of tokens in an early-stopping cluster", "units": "1"})
+    data["last_state_after_final_norm"] = (
+        ("model",), [{None: "unknown", True: "yes", False: "no"}[r.last_state_after_final_norm] for r in results],
+        {"long_name": "whether the returned last hidden state is taken after the final norm", "units": "1"})
+    return xr.Dataset(data, coords={
+        "model": ("model", models, {"long_name": "probed model"}),
+        "layer": ("layer", np.arange(width), {"long_name": "layer index l"}),
+        "quantile": ("quantile", list(QUANTILES), {"long_name": "quantile over tokens", "units": "1"}),
+    })
+
+
+def plot_probes(results: list[ProbeResult], *, normalise: bool = False):
+    """The study's panels: step angle, update angle, norms, per-layer loss against layer, models overlaid."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.4), constrained_layout=True)
+    fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))
+    for r in results:
+        x = np.arange(r.n_layers + 1) / (r.n_layers if normalise else 1)
+        axes[0].plot(x[: r.n_layers], np.degrees(r.mean["step_angle"][: r.n_layers]), "o-", ms=3, label=r.model)
+        axes[1].plot(x[: r.n_layers - 1], np.degrees(r.mean["update_angle"][: r.n_layers - 1]), "o-", ms=3,
+                     label=r.model)
+        axes[2].plot(x, r.mean["norm"][: r.n_layers + 1], "o-", ms=3, label=r.model)
+        for lens, style in (("logit_lens", ":"), ("last_layer_lens", "-")):
+            if lens in r.losses:
+                axes[3].plot(x, r.losses[lens][: r.n_layers + 1], style, marker="o", ms=3,
+                             label=f"{r.model} ({lens.replace('_', ' ')})")
+    xlabel = "layer l / L" if normalise else "layer l"
+    axes[0].set(xlabel=xlabel, ylabel="θ(h_l, h_l+1) (deg)", title="rotation per layer")
+    axes[1].set(xlabel=xlabel, ylabel="θ(Δh_l, Δh_l+1) (deg)", title="angle of successive updates", ylim=(0, 180))
+    axes[1].axhline(90, color="0.6", ls=":", lw=0.8)
+    axes[2].set(xlabel=xlabel, ylabel="‖h_l‖", title="norm of the state", yscale="log")
+    axes[3].set(xlabel=xlabel, ylabel="next-token loss (nat)", title="per-layer loss (causal LMs)")
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    return fig

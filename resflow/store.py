@@ -34,7 +34,7 @@ __all__ = ["Store", "StoreError", "RecordInfo", "STORE_VERSION", "RECORD_KINDS"]
 STORE_SCHEMA = "resflow-store"
 STORE_VERSION = 1
 MARKER = "resflow-store.json"
-RECORD_KINDS = ("toy-run", "theory", "llm-data", "llm-fit")
+RECORD_KINDS = ("toy-run", "theory", "llm-data", "llm-fit", "probe")
 
 
 class StoreError(ResflowError):
