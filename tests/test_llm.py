@@ -131,10 +131,16 @@ def test_llm_fit_and_compare_commands(tmp_path):
     sweep = runner.invoke(app, ["llm-fit", "--data", str(csv), "--starts", "16", "--sweep-exclusions",
                                 "--out", str(store)])
     assert sweep.exit_code == 0 and "Exclusion sweep" in sweep.output
+    from resflow.experiments import preset, run_experiment
+
+    tiny = ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=64",
+            "train.batch=16", "width=8", "teacher_depth=8", "depths=2,4", "seeds=2", "train.device=cpu"]
+    run_experiment(preset("smooth-vs-rough", "cpu").with_overrides(tiny), out=store)
     compared = runner.invoke(app, ["compare", str(store), "--json"])
     assert compared.exit_code == 0, compared.output
-    rows = json.loads(compared.output)
-    assert {r["source"] for r in rows} == {"theory", "llm"}
+    rows = json.loads(compared.stdout)
+    assert {r["source"] for r in rows} == {"theory", "toy", "llm"}
+    assert {r["name"].split(": ")[-1] for r in rows if r["source"] == "toy"} == {"independent", "tied"}
     llm = [r for r in rows if r["source"] == "llm"]
     assert all(r["ci_low"] <= r["exponent"] <= r["ci_high"] for r in llm)
     assert math.isclose(llm[0]["exponent"], record["alpha_l"])

@@ -206,3 +206,24 @@ def test_states_must_have_layers():
         token_metrics(torch.zeros(2, 3, 4))
     with pytest.raises(ConfigError):
         probe_states([], "nothing")
+
+
+def test_a_model_without_hidden_states_is_refused(monkeypatch):
+    from types import SimpleNamespace
+
+    from resflow import hf_probe
+
+    class NoStates(torch.nn.Module):
+        config = SimpleNamespace(model_type="custom")
+
+        def forward(self, **kwargs):
+            return SimpleNamespace(hidden_states=None, logits=None)
+
+    class Tokenizer:
+        def __call__(self, texts, **kwargs):
+            ids = torch.ones(len(texts), 3, dtype=torch.long)
+            return SimpleNamespace(to=lambda device: {"input_ids": ids, "attention_mask": ids}, **{})
+
+    monkeypatch.setattr(hf_probe, "load_hf", lambda *a, **k: (NoStates(), Tokenizer(), False))
+    with pytest.raises(ConfigError, match="returned no hidden states"):
+        hf_probe.probe_hf("fake", ["hello"])
