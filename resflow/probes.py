@@ -33,11 +33,19 @@ import torch
 
 from .errors import ConfigError, ShapeError
 
-__all__ = ["METRICS", "QUANTILES", "token_metrics", "ProbeAccumulator", "ProbeResult", "probe_teacher",
+__all__ = ["METRICS", "METRIC_LABELS", "QUANTILES", "token_metrics", "ProbeAccumulator", "ProbeResult", "probe_teacher",
            "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset", "plot_probes"]
 
 METRICS = ("step_angle", "update_angle", "norm", "update_norm", "angle_to_final", "progress")
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+METRIC_LABELS = {  # name -> (long_name, units), for every Dataset that stores these metrics
+    "step_angle": ("angle between h_l and h_(l+1)", "rad"),
+    "update_angle": ("angle between successive updates dh_l and dh_(l+1)", "rad"),
+    "norm": ("norm of h_l", "1"),
+    "update_norm": ("norm of dh_l = h_(l+1) - h_l", "1"),
+    "angle_to_final": ("angle between h_l and h_L", "rad"),
+    "progress": ("progress <h_l - h_0, h_L - h_0> / |h_L - h_0|^2", "1"),
+}
 RESERVOIR = 4096
 EARLY_LATE_SHARE = 0.25
 
@@ -269,15 +277,7 @@ def probe_dataset(results: list[ProbeResult]):
         return out
 
     data = {}
-    labels = {
-        "step_angle": ("angle between h_l and h_(l+1)", "rad"),
-        "update_angle": ("angle between successive updates", "rad"),
-        "norm": ("norm of h_l", "1"),
-        "update_norm": ("norm of h_(l+1) - h_l", "1"),
-        "angle_to_final": ("angle between h_l and h_L", "rad"),
-        "progress": ("<h_l - h_0, h_L - h_0> / |h_L - h_0|^2", "1"),
-    }
-    for name, (long_name, units) in labels.items():
+    for name, (long_name, units) in METRIC_LABELS.items():
         data[f"{name}_mean"] = (("model", "layer"), np.stack([pad(r.mean[name]) for r in results]),
                                 {"long_name": f"mean {long_name} over tokens", "units": units})
         data[f"{name}_quantile"] = (("model", "quantile", "layer"),

@@ -38,7 +38,7 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         return tuple(idx + [depths.index(spec.depth), seeds.index(spec.seed)])
 
     n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
-    from .probes import METRICS
+    from .probes import METRIC_LABELS, METRICS
 
     n_layers = next(iter(result.hidden.values())).shape[1] if result.hidden else 1
     curves = np.full(shape + [n_steps], np.nan)
@@ -84,20 +84,10 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
                "steps_done": str(result.steps_done)},
     )
     for name, values in hidden.items():
-        long_name, units = HIDDEN_LABELS[name]
+        long_name, units = METRIC_LABELS[name]
         ds[name] = (dims + ["layer"], values, {"long_name": f"{long_name} (trained student, mean over inputs)",
                                                "units": units})
     return ds
-
-
-HIDDEN_LABELS = {
-    "step_angle": ("angle between h_l and h_(l+1)", "rad"),
-    "update_angle": ("angle between successive updates dh_l and dh_(l+1)", "rad"),
-    "norm": ("norm of h_l", "1"),
-    "update_norm": ("norm of dh_l = h_(l+1) - h_l", "1"),
-    "angle_to_final": ("angle between h_l and h_L", "rad"),
-    "progress": ("progress <h_l - h_0, h_L - h_0> / |h_L - h_0|^2", "1"),
-}
 
 
 def series_dims(ds: xr.Dataset) -> list[str]:
