@@ -19,9 +19,10 @@ from .errors import ShapeError
 __all__ = ["angle", "step_angles", "update_angles"]
 
 
-def angle(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    r"""Angle :math:`\arccos\big(\langle u, v\rangle / (\|u\|\,\|v\|)\big)` in radians over the last axis."""
-    cos = torch.nn.functional.cosine_similarity(u, v, dim=-1)
+def angle(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    r"""Angle :math:`\arccos\big(\langle u, v\rangle / (\|u\|\,\|v\|)\big)` in radians over the last axis
+    (``eps`` guards zero vectors, as in :func:`torch.nn.functional.cosine_similarity`)."""
+    cos = torch.nn.functional.cosine_similarity(u, v, dim=-1, eps=eps)
     return torch.arccos(cos.clamp(-1.0, 1.0))
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError, ShapeError
+from .metrics import angle
 
 __all__ = ["METRICS", "METRIC_LABELS", "QUANTILES", "token_metrics", "ProbeAccumulator", "ProbeResult", "probe_teacher",
            "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset", "plot_probes"]
@@ -51,8 +52,7 @@ EARLY_LATE_SHARE = 0.25
 
 
 def _angle(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    cos = torch.nn.functional.cosine_similarity(u, v, dim=-1, eps=1e-12)
-    return torch.arccos(cos.clamp(-1.0, 1.0))
+    return angle(u, v, eps=1e-12)  # float64 metrics: a tighter zero-vector guard
 
 
 def token_metrics(states: torch.Tensor) -> dict[str, torch.Tensor]:
