@@ -3,16 +3,35 @@
 A residual network :math:`h_{l+1} = h_l + f_l(h_l)` read as a discretised flow (any explicit
 Runge--Kutta block, with a torchdiffeq reference) or as a noisy ensemble of similar layers, with
 teachers of tunable roughness along depth.  Everything users need is re-exported here.
+
+Importing resflow has no side effects and is cheap: the names below are loaded on first use
+(PEP 562), so ``import resflow`` selects no matplotlib backend and loads none of torch, pyplot,
+sympy, scipy, xarray, zarr or transformers until a feature needs them.
+
+==================  =======================================================================
+subpackage          what it holds
+==================  =======================================================================
+``dynamics``        tableaux, the RK stepper, residual stacks, vector fields, ODE references
+``noise``           fractional Gaussian noise, correlation along depth, noisy ensembles
+``sim``             teachers, students, the training engine
+``analysis``        hidden-state metrics, probes, exponent fits, regimes, comparisons, figures
+``llm``             scaling-law fits on trained-LLM tables, probes of transformer models
+``store``           the result store (atomic zarr records)
+``experiments``     typed experiment configurations and the registry (presets live in ``sims/``)
+``workflows``       one function under every command: run, fit, llm-fit, probe, compare, demo
+``cli``             the ``resflow`` command line
+``laws``            numeric evaluation of the derivations in ``theory/`` (``resflow.theory``)
+``loglog``          the one log--log power-law fit
+==================  =======================================================================
+
+Layers and the rules between them: ``docs/design/layout.md``.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+from typing import Any
 
-from . import laws  # noqa: E402  (numeric evaluation of the derived laws; derivations load lazily)
-from .correlation import DepthCorrelation, Equicorrelated, Fractional, parse_correlation
-from .engine import train, train_reference
-from .ensemble import NoisyEnsemble
 from .errors import (
     ConfigError,
     IncompatibleOptionsError,
@@ -21,78 +40,45 @@ from .errors import (
     TableauError,
     UnknownNameError,
 )
-from .experiments import EXPERIMENTS, ExperimentConfig, preset, run_experiment
-from .fgn import FractionalBrownianPath, fgn_autocovariance, fgn_covariance, sample_fgn
-from .fields import LinearField, MLPField, PiecewiseField, VectorField, rmsnorm
-from .fitting import SeriesFit, fit_dataset
-from .order_conditions import elementary_weight, tree_factorial, trees_of_order
-from .probes import ProbeResult, probe_teacher
-from .provenance import provenance
-from .reference import solve_reference
-from .stack import ResidualStack
-from .stepper import rk_step, solve_fixed
-from .store import Store, StoreError
-from .students import StudentSpec
-from .tableau import TABLEAUX, ButcherTableau, get_tableau
-from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
-from .training import TrainConfig
+from .provenance import package_version
 
-try:
-    __version__ = version("resflow")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0+unknown"
+__version__ = package_version()
+
+_EXPORTS: dict[str, str] = {
+    # integrators as data, flows
+    **dict.fromkeys(
+        ("ButcherTableau", "TABLEAUX", "get_tableau", "trees_of_order", "tree_factorial", "elementary_weight",
+         "VectorField", "MLPField", "LinearField", "PiecewiseField", "rmsnorm", "rk_step", "solve_fixed",
+         "ResidualStack", "solve_reference", "convergence_study", "empirical_order"),
+        "resflow.dynamics"),
+    # noise along depth and ensembles
+    **dict.fromkeys(
+        ("DepthCorrelation", "Equicorrelated", "Fractional", "parse_correlation", "fgn_autocovariance",
+         "fgn_covariance", "sample_fgn", "FractionalBrownianPath", "NoisyEnsemble"),
+        "resflow.noise"),
+    # teachers, students, training
+    **dict.fromkeys(
+        ("TEACHER_FAMILIES", "TeacherConfig", "Teacher", "StudentSpec", "TrainConfig", "train", "train_reference"),
+        "resflow.sim"),
+    # analysis
+    **dict.fromkeys(("SeriesFit", "FitSettings", "fit_dataset", "ProbeResult", "token_metrics"), "resflow.analysis"),
+    # experiments and workflows (one function under every command)
+    **dict.fromkeys(("ExperimentConfig", "Experiment", "preset"), "resflow.experiments"),
+    **dict.fromkeys(
+        ("run_experiment", "ExperimentResult", "fit_store", "fit_llm_table", "probe_models", "probe_teacher",
+         "compare_stores", "run_flow_demo"),
+        "resflow.workflows"),
+    # store and provenance
+    **dict.fromkeys(("Store", "StoreError"), "resflow.store"),
+    "provenance": "resflow.provenance",
+}
+_SUBMODULES = ("laws", "loglog", "dynamics", "noise", "sim", "analysis", "llm", "store", "experiments", "workflows",
+               "theory", "sims")
 
 __all__ = [
     "__version__",
-    # integrators as data
-    "ButcherTableau",
-    "TABLEAUX",
-    "get_tableau",
-    "trees_of_order",
-    "tree_factorial",
-    "elementary_weight",
-    # flows
-    "VectorField",
-    "MLPField",
-    "LinearField",
-    "PiecewiseField",
-    "rmsnorm",
-    "rk_step",
-    "solve_fixed",
-    "ResidualStack",
-    "solve_reference",
-    # noise along depth and ensembles
-    "DepthCorrelation",
-    "Equicorrelated",
-    "Fractional",
-    "parse_correlation",
-    "fgn_autocovariance",
-    "fgn_covariance",
-    "sample_fgn",
-    "FractionalBrownianPath",
-    "NoisyEnsemble",
-    # teachers
-    "TEACHER_FAMILIES",
-    "TeacherConfig",
-    "Teacher",
-    # laws, engine, experiments, fits, store, probes
-    "laws",
-    "StudentSpec",
-    "TrainConfig",
-    "train",
-    "train_reference",
-    "EXPERIMENTS",
-    "ExperimentConfig",
-    "preset",
-    "run_experiment",
-    "SeriesFit",
-    "fit_dataset",
-    "Store",
-    "StoreError",
-    "ProbeResult",
-    "probe_teacher",
-    # provenance and errors
-    "provenance",
+    *_EXPORTS,
+    *_SUBMODULES,
     "ResflowError",
     "ConfigError",
     "UnknownNameError",
@@ -100,3 +86,20 @@ __all__ = [
     "IncompatibleOptionsError",
     "TableauError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use (PEP 562) and cache it in the module."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"resflow.{name}")
+    else:
+        raise AttributeError(f"module 'resflow' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+

@@ -7,22 +7,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import numpy as np
-import sympy as sp
 
 from .errors import ConfigError, UnknownNameError
 
-__all__ = ["names", "derivation", "evaluate", "exponent", "evaluator", "as_record"]
+__all__ = ["names", "derivation", "evaluate", "exponent", "evaluator", "parameters", "LawRecord", "describe",
+           "as_record"]
 
 
 def _registry():
-    from .theory import LAWS  # imported lazily: sympy derivations are not needed to import resflow
+    import importlib
 
-    return LAWS
+    # imported on first use: the derivations need sympy, which importing resflow does not load
+    return importlib.import_module("resflow.theory").LAWS
 
 
 def names() -> list[str]:
@@ -39,13 +42,15 @@ def derivation(name: str):
     return registry[name]()
 
 
-def _keyword(symbol: sp.Symbol) -> str:
+def _keyword(symbol) -> str:
     return str(symbol).replace("(", "").replace(")", "").replace("^", "").replace("*", "star")
 
 
 @cache
 def evaluator(name: str, what: str = "law") -> Callable[..., Any]:
     """A numpy function of the law's parameters (keywords as in :func:`parameters`), lambdified from the derivation."""
+    import sympy as sp
+
     d = derivation(name)
     expr = d.target if what == "law" else d.exponent
     if expr is None or not d.parameters:
@@ -80,16 +85,37 @@ def exponent(name: str, **values: Any):
     return _call(name, "exponent", values)
 
 
-def as_record(name: str) -> dict[str, Any]:
-    """JSON-ready description: name, title, expression (sympy string), exponent, assumptions, parameters, latex."""
+@dataclass(frozen=True, kw_only=True)
+class LawRecord:
+    """A derived law in words and symbols: what ``resflow theory NAME --json`` prints."""
+
+    name: str
+    title: str
+    expression: str  # sympy string
+    latex: str
+    exponent: str | None
+    parameters: tuple[str, ...]
+    assumptions: str
+    references: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["parameters"], out["references"] = list(self.parameters), list(self.references)
+        return out
+
+
+def describe(name: str) -> LawRecord:
+    """The :class:`LawRecord` of a registered law (``names()`` lists them)."""
+    import sympy as sp
+
     d = derivation(name)
-    return {
-        "name": d.name,
-        "title": d.title,
-        "expression": sp.sstr(d.expression),
-        "latex": sp.latex(d.expression),
-        "exponent": None if d.exponent is None else sp.sstr(d.exponent),
-        "parameters": parameters(name),
-        "assumptions": d.assumptions,
-        "references": list(d.references),
-    }
+    return LawRecord(
+        name=d.name, title=d.title, expression=sp.sstr(d.expression), latex=sp.latex(d.expression),
+        exponent=None if d.exponent is None else sp.sstr(d.exponent), parameters=tuple(parameters(name)),
+        assumptions=d.assumptions, references=tuple(d.references),
+    )
+
+
+def as_record(name: str) -> dict[str, Any]:
+    """JSON-ready :func:`describe`."""
+    return describe(name).to_json()

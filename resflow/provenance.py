@@ -6,12 +6,21 @@ import datetime as _dt
 import json
 import platform
 import subprocess
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-__all__ = ["provenance", "git_commit"]
+__all__ = ["provenance", "git_commit", "package_version"]
 
 _SOURCE_DIR = Path(__file__).resolve().parent
+
+
+def package_version() -> str:
+    """The installed version of resflow (``0+unknown`` from a source tree without an install)."""
+    try:
+        return version("resflow")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+        return "0+unknown"
 
 
 def git_commit() -> str:
@@ -39,14 +48,12 @@ def provenance(config: Any = None, seed: int | None = None, **extra: Any) -> dic
     import numpy
     import torch
 
-    from . import __version__
-
     if hasattr(config, "to_dict"):
         config = config.to_dict()
     record = {
         "config": json.dumps(config, sort_keys=True, default=str),
         "seed": "none" if seed is None else str(seed),
-        "resflow_version": __version__,
+        "resflow_version": package_version(),
         "torch_version": torch.__version__,
         "numpy_version": numpy.__version__,
         "python_version": platform.python_version(),

@@ -1,14 +1,13 @@
 """The main job: students of a rough (independent) and a smooth (tied) teacher, MSE loss.
 
 ``resflow run smooth-vs-rough --preset cpu`` (what ``make demo`` runs) or ``--preset paper``.
-The cpu preset and how it was chosen: ``docs/cpu-preset.md``.
+How the cpu preset was chosen: ``docs/cpu-preset.md``.
 """
 
 from __future__ import annotations
 
-from resflow.experiments import ExperimentConfig
-from resflow.plotting import plot_experiment
-from resflow.training import TrainConfig
+from resflow.experiments import Experiment, ExperimentConfig
+from resflow.sim.config import TrainConfig
 
 CPU_TRAIN = TrainConfig(
     steps=20_000, batch=512, loss="mse", lr_scale=8.0, constant_fraction=0.5, decay="geometric",
@@ -28,4 +27,16 @@ PRESETS = {
 
 
 def figure(ds, fits):
+    from resflow.analysis.plots import plot_experiment
+
     return plot_experiment(ds, fits)
+
+
+EXPERIMENT = Experiment(
+    name="smooth-vs-rough",
+    summary="Euler students of a rough (independent) and a smooth (tied) teacher, MSE on the final state: "
+            "the ensemble law (alpha = 1) against the procedural one (alpha = 2-3).",
+    presets=PRESETS, figure=figure,
+    notes={"cpu": "2-core CPU, minutes; chosen in docs/cpu-preset.md",
+           "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
+)

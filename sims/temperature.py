@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from resflow.fitting import exponent_over_training
-from resflow.plotting import plot_loss_vs_depth
+from resflow.experiments import Experiment
 
 from .smooth_vs_rough import PRESETS as BASE
 
@@ -27,13 +25,15 @@ PRESETS = {
 
 
 def figure(ds, fits):
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), constrained_layout=True)
-    fig.get_layout_engine().set(rect=(0, 0.03, 1, 0.97))
+    from resflow.analysis.fits import exponent_over_training
+    from resflow.analysis.plots import colors, new_figure, plot_loss_vs_depth
+
+    fig, axes = new_figure(3, figsize=(16, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])
     alpha = exponent_over_training(ds).isel(scheme=0)
-    colors = plt.cm.plasma(np.linspace(0, 0.85, alpha.sizes["temperature"]))
+    palette = colors("plasma", alpha.sizes["temperature"], stop=0.85)
     for t, style in zip(alpha["target"].values, ("-", "--", ":", "-."), strict=False):
-        for color, temp in zip(colors, alpha["temperature"].values, strict=True):
+        for color, temp in zip(palette, alpha["temperature"].values, strict=True):
             axes[1].semilogx(np.maximum(alpha["step"].values, 1), alpha.sel(target=t, temperature=temp), style,
                              color=color, lw=1, label=f"{t} T={temp:.2g}")
     axes[1].set(xlabel="step", ylabel="depth exponent α", title="exponent against training steps")
@@ -41,10 +41,16 @@ def figure(ds, fits):
     ax = axes[2]
     for target in sorted({f.target for f in fits}):
         rows = sorted((f for f in fits if f.target == target), key=lambda f: f.temperature)
-        t = [f.temperature for f in rows]
-        ax.errorbar(t, [f.exponent for f in rows], yerr=[[f.exponent - f.ci_low for f in rows],
-                                                          [f.ci_high - f.exponent for f in rows]],
+        ax.errorbar([f.temperature for f in rows], [f.exponent for f in rows],
+                    yerr=[[f.exponent - f.ci_low for f in rows], [f.ci_high - f.exponent for f in rows]],
                     fmt="o-", capsize=2, label=target)
     ax.set(xscale="log", xlabel="teacher temperature T", ylabel="depth exponent α", title="exponent vs temperature")
     ax.legend(fontsize=7)
     return fig
+
+
+EXPERIMENT = Experiment(
+    name="temperature",
+    summary="KL(teacher || student) over a grid of teacher temperatures, both teachers: exponent against T.",
+    presets=PRESETS, figure=figure,
+)

@@ -12,10 +12,12 @@ import pytest
 import torch
 
 from resflow import ConfigError, Teacher
-from resflow import engine as engine_module
-from resflow.engine import CHECKPOINT_NAME, train, train_reference
-from resflow.students import StudentSpec
-from resflow.training import TrainConfig, lr_multiplier
+from resflow.analysis import token_metrics
+from resflow.sim import engine as engine_module
+from resflow.sim import train, train_reference
+from resflow.sim.config import TrainConfig, lr_multiplier
+from resflow.sim.engine import CHECKPOINT_NAME
+from resflow.sim.students import StudentSpec
 
 # Same arithmetic in float64, batched (bmm) vs per-student (matmul): agreement to ~1e-12 over a few
 # hundred Adam steps (measured 4e-16); 1e-9 leaves room for BLAS differences between machines.
@@ -85,7 +87,8 @@ def test_resume_refuses_a_different_configuration(tmp_path):
 
 KILL_SCRIPT = """
 import sys
-from resflow.experiments import preset, run_experiment
+from resflow.experiments import preset
+from resflow.workflows import run_experiment
 cfg = preset("smooth-vs-rough", "cpu").with_overrides(sys.argv[2:])
 run_experiment(cfg, out=sys.argv[1])
 """
@@ -95,7 +98,8 @@ KILL_SETTINGS = ["train.steps=3000", "train.checkpoint_every=100", "train.eval_e
 
 
 def test_resume_after_a_kill(tmp_path):
-    from resflow.experiments import preset, run_experiment
+    from resflow.experiments import preset
+    from resflow.workflows import run_experiment
 
     store = tmp_path / "store"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -116,8 +120,8 @@ def test_resume_after_a_kill(tmp_path):
     assert 300 <= killed_at < 3000 and not (run_dir / "record.txt").exists()
     assert not list((store / "runs").glob("*.zarr"))  # no half-written record
     cfg = preset("smooth-vs-rough", "cpu").with_overrides(KILL_SETTINGS)
-    _, resumed, _ = run_experiment(cfg, out=store, resume=True)
-    _, straight, _ = run_experiment(cfg, out=tmp_path / "straight")
+    resumed = run_experiment(cfg, out=store, resume=True).dataset
+    straight = run_experiment(cfg, out=tmp_path / "straight").dataset
     np.testing.assert_array_equal(resumed["test_loss"].values, straight["test_loss"].values)
 
 
@@ -149,7 +153,7 @@ def test_learning_rate_schedule():
 
 def test_hidden_state_metrics_are_stored_per_layer():
     specs, teachers, cfg = tiny_run(steps=40)
-    result = train(specs, teachers, cfg, seed=0)
+    result = train(specs, teachers, cfg, seed=0, state_metrics=token_metrics)
     for k, spec in enumerate(result.specs):
         assert np.isfinite(result.hidden["step_angle"][k, : spec.depth]).all()
         assert np.isnan(result.hidden["step_angle"][k, spec.depth:]).all()

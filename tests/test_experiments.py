@@ -8,14 +8,15 @@ from typer.testing import CliRunner
 
 from resflow import ConfigError, UnknownNameError
 from resflow.cli import app
-from resflow.experiments import EXPERIMENTS, preset, run_experiment
+from resflow.experiments import preset, registered
+from resflow.workflows import run_experiment
 
 runner = CliRunner()
 TINY = ["train.steps=60", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=128",
         "train.batch=32", "width=8", "teacher_depth=8", "vocab=16", "depths=2,4", "train.device=cpu"]
 
 
-@pytest.mark.parametrize("name", list(EXPERIMENTS))
+@pytest.mark.parametrize("name", list(registered()))
 @pytest.mark.parametrize("which", ["cpu", "paper"])
 def test_presets_are_valid(name, which):
     cfg = preset(name, which)
@@ -28,12 +29,13 @@ def test_paper_preset_is_the_study_scale():
     assert 40_000 <= cfg.train.steps <= 80_000 and cfg.depths == (6, 12, 16, 24, 32, 48)
 
 
-@pytest.mark.parametrize("name", list(EXPERIMENTS))
+@pytest.mark.parametrize("name", list(registered()))
 def test_every_experiment_runs_end_to_end(name, tmp_path):
     cfg = preset(name, "cpu").with_overrides(TINY + ["seeds=2"])
     if cfg.train.loss == "kl":
         cfg = cfg.with_overrides(["train.temperatures=0.1,1.0"])
-    run_dir, ds, fits = run_experiment(cfg, out=tmp_path)
+    result = run_experiment(cfg, out=tmp_path)
+    run_dir, ds, fits = result.work_dir, result.dataset, result.fits
     assert {p.name for p in run_dir.iterdir()} >= {"record.txt", "fits.json", "figure.png", "run.json"}
     assert len(fits) == len(cfg.targets) * len(cfg.schemes) * (len(cfg.train.temperatures) if cfg.train.loss == "kl" else 1)
     record = (run_dir / "record.txt").read_text().strip()
@@ -65,7 +67,7 @@ def test_run_and_fit_commands(tmp_path):
     assert result.exit_code == 0, result.output
     assert "Depth exponents" in result.output and "independent" in result.output
     fitted = runner.invoke(app, ["fit", str(tmp_path), "--json"])
-    records = json.loads(fitted.output)
+    records = json.loads(fitted.stdout)
     assert len(records) == 2
     for r in records:
         assert {"target", "loss", "scheme", "exponent", "ci_low", "ci_high", "converged", "regime"} <= set(r)
@@ -87,7 +89,7 @@ def test_bad_input_exits_2_without_traceback(args, message):
 
 def test_fit_reports_a_corrupt_record(tmp_path):
     cfg = preset("smooth-vs-rough", "cpu").with_overrides(TINY + ["seeds=1"])
-    run_dir, _, _ = run_experiment(cfg, out=tmp_path)
+    run_dir = run_experiment(cfg, out=tmp_path).work_dir
     record = (run_dir / "record.txt").read_text().strip()
     for chunk in (tmp_path / "runs" / f"{record}.zarr" / "final_loss").glob("0*"):
         chunk.write_bytes(b"garbage")

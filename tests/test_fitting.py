@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from resflow.engine import TrainingResult
-from resflow.fitting import bootstrap_exponent, fit_dataset, fit_exponent, fit_offset, regime_predictions
-from resflow.results import build_dataset
-from resflow.students import StudentSpec
+from resflow.analysis.fits import bootstrap_exponent, fit_dataset, fit_exponent, fit_offset
+from resflow.analysis.regimes import regime_predictions
+from resflow.sim.results import TrainingResult, build_dataset
+from resflow.sim.students import StudentSpec
 
 DEPTHS = (2, 4, 8, 16)
 

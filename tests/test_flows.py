@@ -23,7 +23,7 @@ from resflow import (
     solve_fixed,
     solve_reference,
 )
-from resflow.convergence import empirical_order
+from resflow.dynamics.convergence import empirical_order
 
 F64 = torch.float64
 # Two float64 computations of the same arithmetic in a different order differ by a few ulps per

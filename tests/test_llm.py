@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from resflow import ConfigError
 from resflow.cli import app
-from resflow.llm_data import CHINCHILLA, load_scaling_table, parse_column_map
-from resflow.llm_fit import (
+from resflow.llm.data import CHINCHILLA, load_scaling_table, parse_column_map
+from resflow.llm.scaling_fit import (
     PARAMS,
-    FitSettings,
+    ScalingFitSettings,
     bootstrap_fit,
     exclusion_sweep,
     fit_scaling_law,
@@ -43,7 +43,7 @@ def synthetic_table(n=200, noise=0.005, seed=0):
 
 def test_fitter_recovers_known_parameters_within_its_own_uncertainty():
     table = synthetic_table()
-    fit = fit_scaling_law(table, FitSettings(loss="squared", n_starts=32))
+    fit = fit_scaling_law(table, ScalingFitSettings(loss="squared", n_starts=32))
     for name in PARAMS:  # each within 4 of its own standard errors (P(|z|>4) = 6e-5 per parameter)
         assert abs(fit.params[name] - TRUE[name]) <= 4 * fit.se[name], (name, fit.params[name], fit.se[name])
     assert fit.starts_agree >= 2
@@ -58,34 +58,34 @@ def test_fitter_recovers_known_parameters_within_its_own_uncertainty():
 def test_huber_fit_is_robust_to_outliers():
     table = synthetic_table(seed=3)
     table.loc[table.index[:6], "loss"] *= 1.5  # six wild points
-    robust = fit_scaling_law(table, FitSettings(loss="huber", n_starts=32))
+    robust = fit_scaling_law(table, ScalingFitSettings(loss="huber", n_starts=32))
     assert abs(robust.params["alpha_D"] - TRUE["alpha_D"]) < 0.05
 
 
 def test_depth_offset_and_exclusion_change_the_data_used():
     table = synthetic_table()
-    fit = fit_scaling_law(table, FitSettings(exclude_top=20, depth_offset=2, n_starts=8))
+    fit = fit_scaling_law(table, ScalingFitSettings(exclude_top=20, depth_offset=2, n_starts=8))
     assert fit.n_points == 180 and fit.excluded == 20
     with pytest.raises(ConfigError, match="depth offset 100"):
-        fit_scaling_law(table, FitSettings(depth_offset=100, n_starts=2))
+        fit_scaling_law(table, ScalingFitSettings(depth_offset=100, n_starts=2))
     with pytest.raises(ConfigError, match="leaves too few"):
-        fit_scaling_law(table, FitSettings(exclude_top=195, n_starts=2))
+        fit_scaling_law(table, ScalingFitSettings(exclude_top=195, n_starts=2))
 
 
 @needs_chinchilla
 def test_chinchilla_fit_bootstrap_holdout_and_sweep():
     table = load_scaling_table(CHINCHILLA_PATH)
     assert len(table) == 245
-    fit = fit_scaling_law(table, FitSettings(exclude_top=20))
+    fit = fit_scaling_law(table, ScalingFitSettings(exclude_top=20))
     t0 = time.perf_counter()
     bootstrap_fit(table, fit, 1000)
     seconds = time.perf_counter() - t0
     print(f"\nChinchilla: alpha_l = {fit.params['alpha_l']:.3f} ± {fit.se['alpha_l']:.3f}, bootstrap 95% "
           f"{fit.ci['alpha_l']}, 1000 resamples in {seconds:.1f} s")
     assert 0.3 < fit.params["alpha_l"] < 2.5 and fit.ci["alpha_l"][0] < fit.params["alpha_l"] < fit.ci["alpha_l"][1]
-    holdout = holdout_validation(table, FitSettings(exclude_top=20, n_starts=16), splits=3)
+    holdout = holdout_validation(table, ScalingFitSettings(exclude_top=20, n_starts=16), splits=3)
     assert holdout["test_rms_log"] < 0.05
-    sweep = exclusion_sweep(table, FitSettings(n_starts=16), exclusions=(0, 20, 40))
+    sweep = exclusion_sweep(table, ScalingFitSettings(n_starts=16), exclusions=(0, 20, 40))
     assert [f.excluded for f in sweep] == [0, 20, 40]
 
 
@@ -124,14 +124,15 @@ def test_llm_fit_and_compare_commands(tmp_path):
     result = runner.invoke(app, ["llm-fit", "--data", str(csv), "--bootstrap", "50", "--starts", "8",
                                  "--exclude-top", "5", "--out", str(store), "--json"])
     assert result.exit_code == 0, result.output
-    record = json.loads(result.output)
+    record = json.loads(result.stdout)
     for name in ("alpha_m", "alpha_l", "alpha_D", "c_m", "c_l", "c_D", "L0"):
         assert name in record and f"{name}_se" in record and len(record[f"{name}_ci"]) == 2
     assert record["n_points"] == 195 and record["excluded"] == 5
     sweep = runner.invoke(app, ["llm-fit", "--data", str(csv), "--starts", "16", "--sweep-exclusions",
                                 "--out", str(store)])
     assert sweep.exit_code == 0 and "Exclusion sweep" in sweep.output
-    from resflow.experiments import preset, run_experiment
+    from resflow.experiments import preset
+    from resflow.workflows import run_experiment
 
     tiny = ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=64",
             "train.batch=16", "width=8", "teacher_depth=8", "depths=2,4", "seeds=2", "train.device=cpu"]

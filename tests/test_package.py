@@ -17,4 +17,4 @@ def test_version_matches_distribution_metadata():
 
 def test_theory_and_sims_ship_inside_resflow():
     assert importlib.import_module("resflow.theory")
-    assert importlib.import_module("resflow.sims.flow_demo").FlowDemoConfig
+    assert importlib.import_module("resflow.sims.smooth_vs_rough").EXPERIMENT.name == "smooth-vs-rough"

@@ -6,7 +6,7 @@ import pytest
 
 import resflow
 from resflow import TABLEAUX, ButcherTableau, TableauError, UnknownNameError, get_tableau
-from resflow.order_conditions import tree_factorial, trees_of_order
+from resflow.dynamics.rooted_trees import tree_factorial, trees_of_order
 
 REQUIRED = ("euler", "midpoint", "heun", "ralston", "rk3", "rk4", "rk38")
 

@@ -10,19 +10,19 @@ import sympy as sp
 import torch
 from resflow.theory import LAWS, roughness
 from resflow.theory import discretisation as disc
-from resflow.theory import order_conditions as oc
+from resflow.theory import taylor_matching as oc
 from resflow.theory.render import render_markdown
 from scipy.optimize import minimize_scalar
 from typer.testing import CliRunner
 
 from resflow import TABLEAUX, ButcherTableau, Equicorrelated, Fractional, LinearField, MLPField, Teacher, laws
 from resflow.cli import app
-from resflow.convergence import empirical_order
+from resflow.dynamics.convergence import empirical_order
+from resflow.dynamics.reference import solve_reference
+from resflow.dynamics.rooted_trees import tree_order, trees_of_order
+from resflow.dynamics.stack import ResidualStack
+from resflow.dynamics.stepper import rk_step, solve_fixed
 from resflow.errors import ConfigError, UnknownNameError
-from resflow.order_conditions import tree_order, trees_of_order
-from resflow.reference import solve_reference
-from resflow.stack import ResidualStack
-from resflow.stepper import rk_step, solve_fixed
 
 F64 = torch.float64
 Z = 5.0  # standard errors allowed by statistical checks (false alarm ~6e-7 per check; seeds fixed)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import accumulation, discretisation, ensemble, kl, llm_scaling, order_conditions, roughness
+from . import accumulation, discretisation, ensemble, kl, llm_scaling, roughness, taylor_matching
 from ._law import Derivation
 
 __all__ = ["Derivation", "LAWS"]
 
 LAWS: dict[str, Callable[[], Derivation]] = {
-    "order-conditions": order_conditions.derive,
+    "order-conditions": taylor_matching.derive,
     "discretisation-error": discretisation.derive_global,
     "local-error": discretisation.derive_local,
     "accumulation-coherent": accumulation.derive_coherent,

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from resflow.order_conditions import elementary_weight, tree_factorial, tree_symmetry, trees_of_order
-from resflow.tableau import ButcherTableau
+from resflow.dynamics.rooted_trees import elementary_weight, tree_factorial, tree_symmetry, trees_of_order
+from resflow.dynamics.tableau import ButcherTableau
 
 from ._law import Derivation
 
@@ -124,7 +124,7 @@ def local_error(tableau: ButcherTableau, order: int | None = None) -> sp.Expr:
 
 
 def derive_local() -> Derivation:
-    from resflow.tableau import TABLEAUX
+    from resflow.dynamics.tableau import TABLEAUX
 
     euler = local_error(TABLEAUX["euler"])
     return Derivation(

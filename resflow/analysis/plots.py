@@ -1,0 +1,194 @@
+"""Figures.  Every plot function takes Datasets; :func:`save_figure` stamps provenance on the file.
+
+Figures are built as :class:`matplotlib.figure.Figure` objects without pyplot's global state and
+without choosing a backend: they display inline in Jupyter (the last expression of a cell) and
+save headless alike, and nothing here changes matplotlib's settings.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..loglog import power_law, power_law_fit
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.figure import Figure
+
+__all__ = ["new_figure", "colors", "plot_flow_demo", "save_figure", "plot_loss_vs_depth", "plot_training_curves",
+           "plot_student_angles", "plot_experiment"]
+
+FOOTER_ROOM = 0.03  # fraction of the figure height kept free for the provenance footer
+
+
+def new_figure(ncols: int = 1, *, nrows: int = 1, figsize: tuple[float, float] = (5.5, 4.5)):
+    """A :class:`~matplotlib.figure.Figure` (constrained layout, room for the footer) and its axes, flat."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    fig.get_layout_engine().set(rect=(0, FOOTER_ROOM, 1, 1 - FOOTER_ROOM))
+    return fig, fig.subplots(nrows, ncols, squeeze=False).ravel()
+
+
+def colors(name: str, n: int, stop: float = 0.9) -> np.ndarray:
+    """``n`` colours evenly spaced on a matplotlib colormap (``"tab10"`` cycles)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps[name]
+    if name == "tab10":
+        return cmap(np.arange(n) % 10)
+    return cmap(np.linspace(0, stop, n))
+
+
+def save_figure(fig: Figure, path: Path, provenance: dict[str, str]) -> Path:
+    """Save ``fig`` with a provenance footer and the full provenance in the PNG's text chunks."""
+    footer = (
+        f"resflow {provenance.get('resflow_version', '?')} | commit {provenance.get('git_commit', '?')[:12]} | "
+        f"torch {provenance.get('torch_version', '?')} | seed {provenance.get('seed', '?')} | "
+        f"{provenance.get('created', '')}"
+    )
+    fig.text(0.01, 0.005, footer, fontsize=6, color="0.4", ha="left", va="bottom")
+    metadata = {"Software": "resflow", "Description": json.dumps(provenance, sort_keys=True)}
+    fig.savefig(path, dpi=130, metadata=metadata)
+    return Path(path)
+
+
+def plot_flow_demo(ds: xr.Dataset) -> Figure:
+    """Three panels: stack-vs-ODE convergence, ensemble MSE vs members, teacher update angles."""
+    fig, axes = new_figure(3, figsize=(15, 4.6))
+
+    ax = axes[0]
+    conv = ds["error"].sel(field="relu2")
+    palette = colors("viridis", conv.sizes["scheme"])
+    depth = ds["depth"].values
+    for color, scheme in zip(palette, conv["scheme"].values, strict=True):
+        fits = ds["empirical_order"].sel(scheme=scheme)
+        ax.loglog(depth, conv.sel(scheme=scheme), "o-", color=color, ms=3,
+                  label=f"{scheme}: p={int(ds['declared_order'].sel(scheme=scheme))}, "
+                        f"fit {float(fits.sel(field='relu2')):.2f} (smooth {float(fits.sel(field='softplus2')):.2f})")
+    for p in (1, 2, 3, 4):
+        ax.loglog(depth, 0.5 * (depth / depth[0]) ** (-p) * float(conv.max()), ":", color="0.7", lw=0.8)
+    ax.set(xlabel="depth L (step T/L)", ylabel="relative error vs ODE",
+           title="tied stack → its ODE (relu² block; smooth: softplus²)")
+    ax.legend(fontsize=6.5, loc="lower left")
+
+    ax = axes[1]
+    for noise in ds["noise"].values:
+        line, = ax.loglog(ds["members"], ds["ensemble_mse"].sel(noise=noise), "o", ms=4, label=f"{noise}")
+        ax.loglog(ds["members"], ds["ensemble_mse_exact"].sel(noise=noise), "-", color=line.get_color(), lw=1)
+    ax.set(xlabel="members L", ylabel="MSE of the ensemble mean",
+           title="noisy ensemble: points simulated, lines exact")
+    ax.legend(fontsize=7)
+
+    ax = axes[2]
+    for teacher in ds["teacher"].values:
+        ax.plot(ds["layer"], np.degrees(ds["update_angle"].sel(teacher=teacher)), label=str(teacher), lw=1.2)
+    ax.axhline(90, color="0.6", ls=":", lw=0.8)
+    ax.set(xlabel="layer l", ylabel="mean angle between Δh_l and Δh_{l+1} (deg)", ylim=(0, 100),
+           title="teachers: angle of successive updates")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _depth_ticks(ax, depths) -> None:
+    import matplotlib.ticker
+
+    ax.set_xticks(list(depths), [str(int(d)) for d in depths])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def _series_label(fit) -> str:
+    parts = [fit.target]
+    if fit.scheme != "euler":
+        parts.append(fit.scheme)
+    if fit.temperature is not None:
+        parts.append(f"T={fit.temperature:g}")
+    return " ".join(parts)
+
+
+def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
+    """Final test loss vs depth (log-log): seed means with min-max bars, fitted lines, theory slopes."""
+    from .regimes import regime_predictions
+
+    if ax is None:
+        _, (ax,) = new_figure()
+    palette = colors("tab10", len(fits))
+    for k, fit in enumerate(fits):
+        color = palette[k]
+        sel = {"target": fit.target, "scheme": fit.scheme}
+        if fit.temperature is not None:
+            sel["temperature"] = fit.temperature
+        final = ds["final_loss"].sel(sel)
+        depth = final["depth"].values
+        mean = final.mean("seed").values
+        ax.errorbar(depth, mean, yerr=[mean - final.min("seed").values, final.max("seed").values - mean],
+                    fmt="o", color=color, ms=4, capsize=2)
+        if np.isfinite(fit.exponent):
+            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-", color=color, lw=1.2,
+                      label=f"{_series_label(fit)}: α={fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
+                            f"{'' if fit.converged else ' (unconverged)'}")
+        pred = regime_predictions(fit.scheme)
+        if k == 0 or fit.scheme != fits[k - 1].scheme:
+            anchor = mean[0]
+            for alpha, style in ((pred["ensemble"][0], ":"), (pred["procedural"][0], "--"),
+                                 (pred["procedural"][1], "-.")):
+                ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
+           title="loss vs depth (grey: theory slopes 1 : · ·, 2p − −, 2p+1 −·)")
+    _depth_ticks(ax, ds["depth"].values)
+    ax.legend(fontsize=6.5)
+    return ax
+
+
+def plot_training_curves(ds: xr.Dataset, ax=None):
+    """Seed-mean test loss against step, one line per depth and target (the convergence check)."""
+    if ax is None:
+        _, (ax,) = new_figure()
+    styles = ["-", "--", ":", "-."]
+    curves = ds["test_loss"].mean("seed")
+    for extra in [d for d in ("scheme", "temperature") if d in curves.dims]:
+        curves = curves.isel({extra: 0})
+    depths = curves["depth"].values
+    palette = colors("viridis", len(depths))
+    for t, target in enumerate(curves["target"].values):
+        for color, depth in zip(palette, depths, strict=True):
+            ax.loglog(np.maximum(curves["step"].values, 1), curves.sel(target=target, depth=depth),
+                      styles[t % 4], color=color, lw=1, label=f"{target} ℓ={depth}" if t < 2 else None)
+    ax.set(xlabel="step", ylabel="test loss (seed mean)", title="training curves (convergence)")
+    ax.legend(fontsize=6, ncol=2)
+    return ax
+
+
+def plot_student_angles(ds: xr.Dataset, ax=None):
+    """Mean successive-update angle over the middle layers of trained students, against depth."""
+    if ax is None:
+        _, (ax,) = new_figure()
+    angles = ds["update_angle"]
+    for extra in [d for d in ("scheme", "temperature") if d in angles.dims]:
+        angles = angles.isel({extra: 0})
+    for target in angles["target"].values:
+        values = []
+        for depth in angles["depth"].values:
+            a = angles.sel(target=target, depth=depth).mean("seed").values[: max(int(depth) - 1, 1)]
+            middle = a[len(a) // 4: max(3 * len(a) // 4, len(a) // 4 + 1)]
+            values.append(np.degrees(np.nanmean(middle)) if np.isfinite(middle).any() else np.nan)
+        ax.semilogx(angles["depth"].values, values, "o-", label=str(target))
+    ax.axhline(90, color="0.6", ls=":", lw=0.8)
+    ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 100),
+           title="trained students: angle of successive updates")
+    _depth_ticks(ax, angles["depth"].values)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_experiment(ds: xr.Dataset, fits):
+    """The standard three-panel figure of a run."""
+    fig, axes = new_figure(3, figsize=(16, 4.8))
+    plot_loss_vs_depth(ds, fits, axes[0])
+    plot_training_curves(ds, axes[1])
+    plot_student_angles(ds, axes[2])
+    return fig

@@ -1,0 +1,147 @@
+"""``resflow llm-fit``, ``resflow probe`` and ``resflow compare``: trained models beside the toys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from .app import app, console, interruptible, progress_bar, user_errors
+
+NOTHING_WRITTEN = "nothing was written to the store; run the command again"
+
+
+@app.command("llm-fit")
+def llm_fit(
+    data: Annotated[Path | None, typer.Option(help="CSV with model_size, FLOP, loss, num_tokens, d_model, n_layers "
+                                                   "(default: $RESFLOW_DATA_DIR/chinchilla_depth_width.csv).")] = None,
+    exclude_top: Annotated[int, typer.Option(help="Drop this many highest-loss points before fitting.", min=0)] = 0,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for percentile intervals (0: none).",
+                                           min=0)] = 0,
+    depth_offset: Annotated[float, typer.Option(help="Fit (ell - K) instead of ell.", min=0)] = 0.0,
+    loss: Annotated[str, typer.Option(help="huber | squared (on log-loss residuals).")] = "huber",
+    starts: Annotated[int, typer.Option(help="Random starting points of the optimiser.", min=1)] = 64,
+    holdout: Annotated[int, typer.Option(help="Held-out validation splits (0: none).", min=0)] = 0,
+    sweep_exclusions: Annotated[bool, typer.Option("--sweep-exclusions",
+                                                   help="Also fit with 0, 5, 10, 20, 30, 40, 60 points excluded.")
+                                ] = False,
+    columns: Annotated[str | None, typer.Option(help="Map expected=actual column names, comma separated.")] = None,
+    download: Annotated[bool, typer.Option("--download", help="Fetch the Chinchilla table (pinned sha256) if "
+                                                              "no --data is given.")] = False,
+    out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = Path("results"),
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Fit L = c_m m^-a_m + c_l (l-k)^-a_l + c_D D^-a_D + L0 to trained-LLM data; write it to a store."""
+    from resflow.llm import PARAMS, ScalingFitSettings, parse_column_map
+    from resflow.workflows import fit_llm_table
+
+    with user_errors(), interruptible(NOTHING_WRITTEN):
+        settings = ScalingFitSettings(loss=loss, n_starts=starts, depth_offset=depth_offset, exclude_top=exclude_top)
+        with progress_bar("fitting", 1) as update:
+            result = fit_llm_table(data, columns=parse_column_map(columns), download=download, settings=settings,
+                                   bootstrap=bootstrap, holdout=holdout, sweep_exclusions=sweep_exclusions, out=out,
+                                   progress=lambda stage, done, total: update(done, total, description=stage))
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+            return
+        fit = result.fit
+        table = Table(title=f"L(m, l, D) fit: {fit.n_points} points, {fit.excluded} highest-loss excluded, "
+                            f"{fit.starts_agree}/{fit.n_starts} starts agree")
+        for column in ("parameter", "value", "std. error", "95% bootstrap interval"):
+            table.add_column(column)
+        for name in PARAMS:
+            ci = fit.ci.get(name)
+            table.add_row(name, f"{fit.params[name]:.4g}", f"{fit.se[name]:.3g}",
+                          "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]")
+        console.print(table)
+        if fit.holdout:
+            h = fit.holdout
+            console.print(f"held-out ({h['splits']} splits of {h['test_fraction']:.0%}): RMS log-loss residual "
+                          f"{h['test_rms_log']:.4f} ± {h['test_rms_log_sd']:.4f} (train {h['train_rms_log']:.4f}); "
+                          f"alpha_l {h['alpha_l_mean']:.2f} ± {h['alpha_l_sd']:.2f}", highlight=False)
+        if result.sweep:
+            sweep = Table(title="Exclusion sweep")
+            for column in ("excluded", "points", "alpha_l", "std. error", "starts agree"):
+                sweep.add_column(column)
+            for f in result.sweep:
+                sweep.add_row(str(f.excluded), str(f.n_points), f"{f.params['alpha_l']:.3f}", f"{f.se['alpha_l']:.3f}",
+                              str(f.starts_agree))
+            console.print(sweep)
+        console.print(f"wrote records {result.data_record} and {result.fit_record} to store {out}", highlight=False)
+
+
+@app.command()
+def compare(
+    stores: Annotated[list[Path], typer.Argument(help="One or more store directories.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of rows).")] = False,
+    figure: Annotated[Path | None, typer.Option(help="Where to write the figure (default: a new work "
+                                                     "directory of the first store).")] = None,
+) -> None:
+    """Depth exponents of theory, toy runs and LLM fits side by side, with the regime of each."""
+    from resflow.workflows import compare_stores
+
+    with user_errors(), interruptible(NOTHING_WRITTEN):
+        with progress_bar("reading stores", len(stores)) as update:
+            result = compare_stores(stores, figure=figure, progress=lambda store, done, total: update(done, total))
+        if as_json:
+            typer.echo(json.dumps([r.to_json() for r in result.rows], indent=2))
+            return
+        table = Table(title="Depth exponents: theory, toy models, trained LLMs")
+        for column in ("source", "series", "loss", "scheme", "α", "95% interval", "converged", "regime"):
+            table.add_column(column)
+        for r in result.rows:
+            interval = "-" if r.source == "theory" else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
+            converged = "-" if r.converged is None else ("yes" if r.converged else "[red]no[/]")
+            table.add_row(r.source, r.name, r.loss, r.scheme, f"{r.exponent:.2f}", interval, converged, r.regime)
+        console.print(table)
+        if result.unfitted:
+            console.print(f"[yellow]not shown[/] (no fit record; `resflow fit STORE` fits them): "
+                          f"{', '.join(result.unfitted)}", highlight=False)
+        console.print(f"figure: {result.figure}")
+
+
+@app.command()
+def probe(
+    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow teachers: "
+                                                      "teacher:tied, teacher:independent, teacher:correlated:0.9, "
+                                                      "teacher:fractional:0.75.")],
+    texts: Annotated[Path | None, typer.Option(help="UTF-8 text file, one text per line (transformer models).")
+                     ] = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens (or Gaussian inputs for teachers) to probe.", min=1)] = 4096,
+    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.", min=1)] = 8,
+    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    half: Annotated[bool, typer.Option("--half", help="bf16 weights (GPU).")] = False,
+    normalise: Annotated[bool, typer.Option("--normalise", help="Plot against l / L.")] = False,
+    out: Annotated[Path, typer.Option(help="Store for the probe record and figure.")] = Path("results"),
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Hidden-state metrics per layer (rotation, update angles, norms, progress, per-layer loss)."""
+    from resflow.workflows import probe_models
+
+    with user_errors(), interruptible(NOTHING_WRITTEN):
+        with progress_bar("probing", len(models)) as update:
+            run = probe_models(models, texts=texts, max_tokens=max_tokens, batch_size=batch_size, device=device,
+                               half=half, normalise=normalise, out=out,
+                               progress=lambda model, done, total: update(done, total, note=model))
+        payload = [r.to_json() for r in run.results]
+        if as_json:
+            typer.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
+            return
+        table = Table(title="Hidden-state probes (means over tokens; angles in degrees)")
+        for column in ("model", "layers", "tokens", "median update angle, middle", "relative step, middle",
+                       "early-stop fraction", "last state after final norm"):
+            table.add_column(column)
+        for r in run.results:
+            s = r.summary()
+            table.add_row(r.model, str(r.n_layers), str(r.n_tokens),
+                          f"{np.degrees(s['median_update_angle_middle']):.1f}",
+                          f"{s['relative_step_middle']:.4f}", f"{r.early_stop_fraction:.3f}",
+                          {None: "-", True: "yes", False: "no"}[r.last_state_after_final_norm])
+        console.print(table)
+        if run.step_size_slope is not None:
+            console.print(f"slope of the middle-layer step size against depth: {run.step_size_slope:.2f}")
+        console.print(f"wrote record {run.record} to {out}; figure {run.figure}", highlight=False)

@@ -1,0 +1,102 @@
+"""``resflow run``, ``resflow fit`` and ``resflow demo``: the toy experiments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from resflow.experiments import registered
+
+from .app import app, console, err_console, interruptible, progress_bar, user_errors
+
+
+def fits_table(fits, title: str) -> Table:
+    table = Table(title=title)
+    for column in ("target", "loss", "scheme", "T", "α", "95% CI", "offset fit α", "converged", "regime", "note"):
+        table.add_column(column)
+    for f in fits:
+        table.add_row(
+            f.target, f.loss, f.scheme, "-" if f.temperature is None else f"{f.temperature:g}",
+            f"{f.exponent:.2f}", f"[{f.ci_low:.2f}, {f.ci_high:.2f}]",
+            "-" if f.offset_exponent is None else f"{f.offset_exponent:.2f}",
+            "yes" if f.converged else "[red]no[/]", f.regime, f.note,
+        )
+    return table
+
+
+@app.command()
+def run(
+    experiment: Annotated[str, typer.Argument(help=" | ".join(registered()))],
+    preset: Annotated[str, typer.Option(help="cpu (minutes on a laptop) or paper (the study's scale, GPU).")] = "cpu",
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    seeds: Annotated[int | None, typer.Option(help="Number of student seeds (overrides the preset).",
+                                              min=1)] = None,
+    out: Annotated[Path, typer.Option(help="Store directory (created if missing).")] = Path("results"),
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
+                    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the latest interrupted run of EXPERIMENT "
+                                                          "in --out.")] = False,
+) -> None:
+    """Train students against teachers, fit depth exponents, write the run, its fits and a figure."""
+    from resflow.experiments import preset as load_preset
+    from resflow.workflows import run_experiment
+
+    with user_errors():
+        config = load_preset(experiment, preset)
+        overrides = list(set_ or []) + [f"train.device={device}"] + ([f"seeds={seeds}"] if seeds else [])
+        config = config.with_overrides(overrides)
+        err_console.print(f"{experiment} ({preset}): {len(config.student_specs())} students, {config.train.steps} "
+                          f"steps, targets {', '.join(config.targets)}", highlight=False)
+        resume_hint = (f"the last checkpoint is kept; continue with `resflow run {experiment} --preset {preset} "
+                       f"--out {out}{''.join(f' --set {s}' for s in set_ or [])} --resume`")
+        with interruptible(resume_hint), progress_bar("training", config.train.steps) as update:
+            result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
+                step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))
+        console.print(fits_table(result.fits, f"Depth exponents: loss ∝ depth^-α ({result.record})"))
+        console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
+                      f"figure {result.figure}", highlight=False)
+
+
+@app.command()
+def fit(
+    store: Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of fitted series).")] = False,
+) -> None:
+    """Fit the depth exponents of every toy run in a store (writes fit records; reuses existing ones)."""
+    from resflow.workflows import fit_store
+
+    with user_errors(), interruptible("fit records already written are kept; run the command again to go on"):
+        runs = fit_store(store)
+        if as_json:
+            typer.echo(json.dumps([{"run": r.run, "fit_record": r.fit_record, **f.to_json()}
+                                   for r in runs for f in r.fits], indent=2))
+            return
+        for r in runs:
+            console.print(fits_table(r.fits, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})"))
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Root directory; the run goes into a new subdirectory.")] = Path("results"),
+    seed: Annotated[int, typer.Option(help="Seed of every random draw.", min=0)] = 0,
+) -> None:
+    """Demo of the dynamics core: stack-vs-ODE convergence per scheme, ensembles, teacher angles."""
+    from resflow.workflows import FlowDemoConfig, run_flow_demo
+
+    with user_errors(), interruptible("nothing was kept; run the command again"):
+        with err_console.status("running the flow demo ..."):
+            result = run_flow_demo(out, FlowDemoConfig(seed=seed))
+        ds = result.dataset
+        table = Table(title="Tied residual stack vs its ODE: empirical order (slope of error vs depth)")
+        for column in ("scheme", "declared order", "relu² block (study)", "softplus² block (smooth)"):
+            table.add_column(column)
+        for scheme in ds["scheme"].values:
+            orders = ds["empirical_order"].sel(scheme=scheme)
+            table.add_row(str(scheme), str(int(ds["declared_order"].sel(scheme=scheme))),
+                          f"{float(orders.sel(field='relu2')):.2f}", f"{float(orders.sel(field='softplus2')):.2f}")
+        console.print(table)
+        console.print(f"wrote {result.work_dir / 'demo.nc'}, {result.figure}, {result.work_dir / 'provenance.json'}")

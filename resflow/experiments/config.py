@@ -1,0 +1,144 @@
+"""The typed configuration of an experiment, and ``--set key=value`` overrides checked against it.
+
+An :class:`ExperimentConfig` is everything that defines a run: the teachers (targets), the students
+(depths x schemes x seeds x temperatures) and the training recipe (:class:`~resflow.sim.TrainConfig`).
+Overrides are parsed by the *declared type* of each field, so ``--set depths=2,4,8`` gives a tuple
+of ints and ``--set train.tf32=true`` a bool, and an unknown key is refused with the valid ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._validate import check_int
+from ..dynamics.tableau import TABLEAUX
+from ..errors import ConfigError, UnknownNameError
+from ..sim.config import TrainConfig
+from ..sim.students import StudentSpec
+from ..sim.teacher import TeacherConfig
+
+__all__ = ["ExperimentConfig", "config_keys", "parse_assignment"]
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that defines a run: teachers, students, training.
+
+    ``targets`` are teacher specs (``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``);
+    every target gets students of every ``depth`` x ``scheme`` x seed (``seeds`` of them, from
+    ``seed``) x temperature (KL).  ``experiment`` names the registered experiment that draws the
+    figure (:func:`resflow.experiments.registered`).
+    """
+
+    experiment: str
+    targets: tuple[str, ...] = ("independent", "tied")
+    width: int = 16
+    teacher_depth: int = 32
+    vocab: int = 128
+    teacher_seed: int = 0
+    depths: tuple[int, ...] = (2, 4, 8, 16)
+    schemes: tuple[str, ...] = ("euler",)
+    seeds: int = 3
+    seed: int = 0
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.experiment, str) or not self.experiment:
+            raise ConfigError(f"experiment must be a registered experiment name; got {self.experiment!r}.")
+        for name in ("width", "teacher_depth", "vocab", "seeds"):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
+        for name in ("teacher_seed", "seed"):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
+        object.__setattr__(self, "depths", tuple(sorted(check_int("depths", d, minimum=1) for d in self.depths)))
+        if len(set(self.depths)) < 2:
+            raise ConfigError(f"depths must hold at least two different depths to fit an exponent; got {self.depths}.")
+        for s in self.schemes:
+            if s not in TABLEAUX:
+                raise UnknownNameError(f"scheme {s!r} is not registered; choose from {', '.join(TABLEAUX)}.")
+        if not self.targets:
+            raise ConfigError("targets must name at least one teacher, e.g. ('independent', 'tied').")
+        if not isinstance(self.train, TrainConfig):
+            raise ConfigError(f"train must be a TrainConfig; got {type(self.train).__name__}.")
+        for t in self.targets:
+            self.teacher_config(t)  # validates the spec
+
+    def teacher_config(self, target: str) -> TeacherConfig:
+        return TeacherConfig.from_spec(target, width=self.width, depth=self.teacher_depth, vocab=self.vocab,
+                                       seed=self.teacher_seed)
+
+    def student_specs(self) -> list[StudentSpec]:
+        temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
+        return [StudentSpec(t, s, d, self.seed + k, temp) for t in self.targets for s in self.schemes
+                for d in self.depths for k in range(self.seeds) for temp in temps]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, default=str)
+
+    def with_overrides(self, assignments: list[str]) -> ExperimentConfig:
+        """Apply ``key=value`` overrides (``train.steps=2000``, ``depths=2,4,8``, ``targets=tied``)."""
+        outer: dict[str, Any] = {}
+        inner: dict[str, Any] = {}
+        for item in assignments:
+            key, value = parse_assignment(item)
+            if key.startswith("train."):
+                inner[key[len("train."):]] = value
+            else:
+                outer[key] = value
+        train = dataclasses.replace(self.train, **inner) if inner else self.train
+        return dataclasses.replace(self, train=train, **outer)
+
+
+def _field_types(cls) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def config_keys() -> dict[str, Any]:
+    """Every key ``--set`` accepts, with its declared type: ``{"depths": tuple[int, ...], "train.steps": int, ...}``."""
+    keys = {k: t for k, t in _field_types(ExperimentConfig).items() if k not in ("experiment", "train")}
+    keys.update({f"train.{k}": t for k, t in _field_types(TrainConfig).items()})
+    return keys
+
+
+def _convert(raw: str, kind: Any, key: str) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):  # X | None: "none" means None
+        if raw.lower() == "none" and type(None) in args:
+            return None
+        return _convert(raw, next(a for a in args if a is not type(None)), key)
+    if origin is tuple:
+        return tuple(_convert(x.strip(), args[0], key) for x in raw.split(",") if x.strip())
+    if kind is bool:
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(raw)
+        return raw.lower() in ("true", "1")
+    if kind in (int, float, str):
+        return kind(raw)
+    raise ValueError(raw)  # pragma: no cover - every declared type is handled above
+
+
+def parse_assignment(item: str) -> tuple[str, Any]:
+    """``"train.steps=2000"`` -> ``("train.steps", 2000)``, typed by the declared field type."""
+    key, sep, raw = str(item).partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"--set expects key=value; got {item!r}.")
+    keys = config_keys()
+    if key not in keys:
+        group = [k for k in keys if k.startswith("train.")] if key.startswith("train.") else list(keys)
+        raise ConfigError(f"unknown key {key!r}; valid keys are: {', '.join(group)}.")
+    kind = keys[key]
+    try:
+        return key, _convert(raw.strip(), kind, key)
+    except ValueError:
+        name = getattr(kind, "__name__", str(kind))
+        raise ConfigError(f"cannot read {key}={raw.strip()!r} as {name}.") from None

@@ -1,0 +1,142 @@
+r"""The training recipe as data: :class:`TrainConfig` and the learning-rate schedule.
+
+The study's optimiser: Adam with :math:`\mathrm{lr} = c \cdot \mathrm{base} / \sqrt{\ell}` (or
+constant), constant for a fraction of training, then a decay to a final fraction (the study:
+linear to 10%).  Pure Python: importing this module loads no torch, so experiment presets can be
+declared (and listed by the command line) without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .._validate import check_choice, check_int, check_real
+from ..errors import ConfigError
+
+__all__ = ["TrainConfig", "lr_multiplier", "student_lr"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Frozen, validated training configuration (shared by every student of a run).
+
+    Parameters
+    ----------
+    steps, batch : int
+        Optimiser steps and training batch size (fresh :math:`x \\sim N(0, I)` every step).
+    loss : {"mse", "kl"}
+        MSE on the final normalised state, or KL(teacher || student) on logits.
+    head : {"learned", "shared"}
+        KL only: a student head learned from zero, or the teacher's head at the teacher's temperature.
+    temperatures : tuple of float
+        KL teacher temperatures (one student per temperature); ignored for MSE.
+    lr_base, lr_scale : float
+        :math:`\\mathrm{lr} = c \\cdot \\mathrm{base} / \\sqrt{\\ell}` with ``lr_scale`` = c.
+    lr_depth_scaling : bool
+        Divide by :math:`\\sqrt{\\ell}` (the study's scaled schedule) or not (constant lr).
+    constant_fraction : float
+        Fraction of training at full learning rate.
+    decay : {"linear", "geometric", "none"}
+        Shape of the decay from full to ``final_lr_fraction``.
+    final_lr_fraction : float
+        Learning rate at the last step, as a fraction of the full one.
+    adam_beta1, adam_beta2, adam_eps : float
+    eval_every : int
+        Steps between test-loss evaluations (loss curves).
+    eval_batches, eval_batch_size : int
+        Fresh test batches per evaluation (kept separate for the bootstrap).
+    checkpoint_every : int
+        Steps between checkpoints (a kill loses at most this many steps).
+    convergence_window : float
+        Fraction of training compared at the end by the convergence diagnostic.
+    convergence_tol : float
+        Largest relative drop of the test loss over the last window for a student to count as converged.
+    exponent_drift_tol : float
+        Largest change of the fitted exponent over the last window for a series to count as converged.
+    dtype : {"float32", "float64"}
+    device : {"auto", "cpu", "cuda"}
+    tf32, bf16 : bool
+        GPU options: TF32 matmuls; bf16 autocast of the student and teacher forward passes.
+    """
+
+    steps: int = 4000
+    batch: int = 512
+    loss: str = "mse"
+    head: str = "learned"
+    temperatures: tuple[float, ...] = ()
+    lr_base: float = 6e-4
+    lr_scale: float = 2.0
+    lr_depth_scaling: bool = True
+    constant_fraction: float = 0.8
+    decay: str = "linear"
+    final_lr_fraction: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    eval_every: int = 250
+    eval_batches: int = 8
+    eval_batch_size: int = 2048
+    checkpoint_every: int = 500
+    convergence_window: float = 0.1
+    convergence_tol: float = 0.05
+    exponent_drift_tol: float = 0.15
+    dtype: str = "float32"
+    device: str = "auto"
+    tf32: bool = False
+    bf16: bool = False
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        for name in ("steps", "batch", "eval_every", "eval_batches", "eval_batch_size", "checkpoint_every"):
+            set_(name, check_int(name, getattr(self, name), minimum=1))
+        check_choice("loss", self.loss, ("mse", "kl"))
+        check_choice("head", self.head, ("learned", "shared"))
+        check_choice("decay", self.decay, ("linear", "geometric", "none"))
+        check_choice("dtype", self.dtype, ("float32", "float64"))
+        check_choice("device", self.device, ("auto", "cpu", "cuda"))
+        temps = tuple(check_real("temperatures", t, low=0.0, low_open=True) for t in self.temperatures)
+        set_("temperatures", temps)
+        if self.loss == "kl" and not temps:
+            raise ConfigError("loss='kl' needs at least one teacher temperature, e.g. temperatures=(0.1, 1.0).")
+        for name in ("lr_base", "lr_scale", "adam_eps"):
+            set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
+        for name in ("constant_fraction", "convergence_window"):
+            set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0))
+        set_("final_lr_fraction", check_real("final_lr_fraction", self.final_lr_fraction, low=0.0, high=1.0,
+                                             low_open=True))
+        for name in ("adam_beta1", "adam_beta2"):
+            set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0, high_open=True))
+        for name in ("convergence_tol", "exponent_drift_tol"):
+            set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
+        for name in ("lr_depth_scaling", "tf32", "bf16"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def lr_multiplier(step: int, config: TrainConfig) -> float:
+    """Schedule factor in ``(0, 1]`` at ``step`` (0-based): constant, then decay to ``final_lr_fraction``."""
+    start = config.constant_fraction * config.steps
+    if config.decay == "none" or step < start:
+        return 1.0
+    span = max(config.steps - 1 - start, 1.0)
+    progress = min((step - start) / span, 1.0)
+    if config.decay == "linear":
+        return 1.0 - (1.0 - config.final_lr_fraction) * progress
+    return config.final_lr_fraction**progress
+
+
+def student_lr(depth: int, config: TrainConfig) -> float:
+    r"""Full learning rate of a depth-:math:`\ell` student: :math:`c\,\mathrm{base}/\sqrt\ell` (or without
+    the square root when ``lr_depth_scaling`` is off)."""
+    scale = 1.0 / math.sqrt(depth) if config.lr_depth_scaling else 1.0
+    return config.lr_scale * config.lr_base * scale

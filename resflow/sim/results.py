@@ -1,0 +1,114 @@
+"""Labelled results: the one place a training run becomes an ``xarray.Dataset``.
+
+Dimensions: ``target`` (teacher spec), ``scheme``, ``temperature`` (KL runs only), ``depth``,
+``seed``, plus ``step`` (evaluation steps), ``eval_batch`` (final test batches, for the bootstrap)
+and ``layer`` (hidden-state metrics).  Every variable has ``long_name`` and ``units``; the dataset
+attrs carry the provenance (config JSON, seed, versions, commit, device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .students import StudentSpec
+
+__all__ = ["TrainingResult", "build_dataset"]
+
+
+@dataclass
+class TrainingResult:
+    """Everything a run produced, students in the order of ``specs``."""
+
+    specs: list[StudentSpec]
+    eval_steps: list[int]
+    test_loss: np.ndarray  # (n_students, n_evals)
+    final_batches: np.ndarray  # (n_students, eval_batches)
+    failed: np.ndarray  # (n_students,) bool
+    fail_reason: list[str]
+    hidden: dict[str, np.ndarray]  # state metric -> (n_students, max_depth + 1), mean over inputs, NaN-padded
+    wall_time: float
+    device: str
+    steps_done: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _coords(values):
+    return sorted(set(values), key=lambda v: (isinstance(v, str), v))
+
+
+def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attrs: dict[str, str],
+                  metric_labels: dict[str, tuple[str, str]] | None = None) -> xr.Dataset:
+    """Arrange a :class:`TrainingResult` on named dimensions.
+
+    ``metric_labels`` maps each hidden-state metric in ``result.hidden`` to its ``(long_name, units)``
+    (e.g. :data:`resflow.analysis.METRIC_LABELS`); metrics without a label are not stored.
+    """
+    metric_labels = metric_labels or {}
+    specs = result.specs
+    kl = loss == "kl"
+    schemes = sorted({s.scheme for s in specs})
+    depths = sorted({s.depth for s in specs})
+    seeds = sorted({s.seed for s in specs})
+    temps = sorted({s.temperature for s in specs}) if kl else []
+    dims = ["target", "scheme"] + (["temperature"] if kl else []) + ["depth", "seed"]
+    shape = [len(targets), len(schemes)] + ([len(temps)] if kl else []) + [len(depths), len(seeds)]
+
+    def index(spec):
+        idx = [targets.index(spec.target), schemes.index(spec.scheme)]
+        if kl:
+            idx.append(temps.index(spec.temperature))
+        return tuple(idx + [depths.index(spec.depth), seeds.index(spec.seed)])
+
+    n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
+    n_layers = next(iter(result.hidden.values())).shape[1] if result.hidden else 1
+    curves = np.full(shape + [n_steps], np.nan)
+    batches = np.full(shape + [n_batches], np.nan)
+    failed = np.zeros(shape, dtype=np.int8)
+    reasons = np.full(shape, "", dtype=object)
+    hidden = {name: np.full(shape + [n_layers], np.nan) for name in metric_labels if name in result.hidden}
+    for i, spec in enumerate(specs):
+        at = index(spec)
+        curves[at] = result.test_loss[i]
+        batches[at] = result.final_batches[i]
+        failed[at] = int(result.failed[i])
+        reasons[at] = result.fail_reason[i]
+        for name in hidden:
+            hidden[name][at] = result.hidden[name][i]
+    loss_name = ("mean squared error of the final normalised state" if not kl
+                 else "KL(teacher || student) of the output distributions")
+    loss_units = "1" if not kl else "nat"
+    coords = {
+        "target": ("target", targets, {"long_name": "teacher (target function) family"}),
+        "scheme": ("scheme", schemes, {"long_name": "Runge-Kutta scheme of the student block"}),
+        "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
+        "seed": ("seed", seeds, {"long_name": "student initialisation seed"}),
+        "step": ("step", result.eval_steps, {"long_name": "optimiser step of the evaluation", "units": "steps"}),
+        "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
+        "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l of the trained student"}),
+    }
+    if kl:
+        coords["temperature"] = ("temperature", temps, {"long_name": "teacher softmax temperature T", "units": "1"})
+    ds = xr.Dataset(
+        {
+            "test_loss": (dims + ["step"], curves, {"long_name": f"test {loss_name}", "units": loss_units}),
+            "final_loss_batch": (dims + ["eval_batch"], batches, {
+                "long_name": f"final test loss per fresh batch ({loss_name})", "units": loss_units}),
+            "final_loss": (dims, np.nanmean(batches, axis=-1) if n_batches else np.full(shape, np.nan), {
+                "long_name": f"final test loss ({loss_name})", "units": loss_units}),
+            "failed": (dims, failed, {"long_name": "1 if the student's loss or gradient became NaN/inf",
+                                      "units": "1"}),
+            "fail_reason": (dims, reasons.astype(str), {"long_name": "why the student failed", "units": "1"}),
+        },
+        coords=coords,
+        attrs={**attrs, "loss": loss, "wall_time_s": f"{result.wall_time:.1f}", "device": result.device,
+               "steps_done": str(result.steps_done)},
+    )
+    for name, values in hidden.items():
+        long_name, units = metric_labels[name]
+        ds[name] = (dims + ["layer"], values, {"long_name": f"{long_name} (trained student, mean over inputs)",
+                                               "units": units})
+    return ds

@@ -1,0 +1,284 @@
+r"""Teachers: the study's target functions, in four families that differ only in roughness along depth.
+
+Every teacher is a depth-:math:`L` residual stack of the study's block
+(:class:`~resflow.MLPField`) with branch scale :math:`1/\sqrt L` (the study's
+":math:`W_2` scaled by :math:`1/\sqrt{128}`"), input :math:`h_0 = \mathrm{rmsnorm}(x)` and output
+:math:`\mathrm{rmsnorm}(h_L)`, plus a bias-free linear head for logits.  The families set how each
+weight entry is correlated across the :math:`L` layers (:mod:`resflow.correlation`):
+
+==============  ==============================================  ================================
+family          layer weights                                   reading
+==============  ==============================================  ================================
+independent     every layer drawn separately                    rough target (ensemble regime)
+tied            all layers share one draw                       Euler steps of a smooth ODE
+correlated(ρ)   :math:`\sqrt\rho\,\text{shared} + \sqrt{1-\rho}\,\text{own}`   interpolates; ρ=0, 1 are the above
+fractional(H)   fGn along depth (increments of fBm)             H=1/2 i.i.d., H→1 smooth
+==============  ==============================================  ================================
+
+Each entry keeps the marginal variance of PyTorch's default initialisation in every family.
+The same seed gives the same teacher bit for bit on the CPU (weights are drawn on the CPU);
+``correlated(0)`` and ``independent`` are the same teacher, and so are ``correlated(1)`` and ``tied``.
+
+Reference: Liu, Kangaslahti, Liu & Gore, "Inverse Depth Scaling From Most Layers Being Similar",
+arXiv:2602.05970 (ICML 2026), toy model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .._random import SeedLike, as_generator, unit_draw
+from .._validate import check_choice, check_int, check_real
+from ..dynamics.fields import MLPField, mlp_init_std, mlp_parameter_shapes, rmsnorm
+from ..dynamics.stack import ResidualStack
+from ..dynamics.tableau import TABLEAUX
+from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
+from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional
+
+__all__ = ["TEACHER_FAMILIES", "TeacherConfig", "Teacher"]
+
+TEACHER_FAMILIES = ("independent", "tied", "correlated", "fractional")
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Frozen, validated configuration of a :class:`Teacher`.
+
+    Parameters
+    ----------
+    family : {"independent", "tied", "correlated", "fractional"}
+    width : int
+        Residual width :math:`d` (study: 32).
+    depth : int
+        Number of layers :math:`L` (study: 128).
+    hidden : int, optional
+        MLP hidden width, default :math:`4d`.
+    vocab : int
+        Size of the output vocabulary of :meth:`Teacher.logits` (study: 128).
+    rho : float, optional
+        Layer correlation :math:`\\rho \\in [0, 1]`; required for (and only for) ``correlated``.
+    hurst : float, optional
+        Hurst index :math:`H \\in (0, 1)`; required for (and only for) ``fractional``.
+    init : {"uniform", "gaussian"}
+        Marginal shape of the weights: PyTorch's default uniform init, or Gaussian with the same
+        variance.  ``fractional`` needs ``"gaussian"``.
+    branch_scale : float, optional
+        Residual branch scale, default :math:`1/\\sqrt{L}`.
+    scheme : str
+        Block scheme from :data:`resflow.TABLEAUX` (study: ``"euler"``).
+    seed : int
+        Seed of every random draw of the teacher.
+    """
+
+    family: str = "independent"
+    width: int = 32
+    depth: int = 128
+    hidden: int | None = None
+    vocab: int = 128
+    rho: float | None = None
+    hurst: float | None = None
+    init: str = "uniform"
+    branch_scale: float | None = None
+    scheme: str = "euler"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice("family", self.family, TEACHER_FAMILIES)
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("width", check_int("width", self.width, minimum=1))
+        set_("depth", check_int("depth", self.depth, minimum=1))
+        set_("hidden", 4 * self.width if self.hidden is None else check_int("hidden", self.hidden, minimum=1))
+        set_("vocab", check_int("vocab", self.vocab, minimum=1))
+        set_("seed", check_int("seed", self.seed, minimum=0))
+        check_choice("init", self.init, ("uniform", "gaussian"))
+        check_choice("scheme", self.scheme, tuple(TABLEAUX))
+        if self.family == "correlated":
+            if self.rho is None:
+                raise ConfigError(
+                    "the 'correlated' family needs rho in [0, 1], e.g. TeacherConfig('correlated', rho=0.9)."
+                )
+            set_("rho", check_real("rho", self.rho, low=0.0, high=1.0))
+        elif self.rho is not None:
+            raise IncompatibleOptionsError(
+                f"rho is only for family='correlated'; got rho={self.rho!r} with family={self.family!r}."
+            )
+        if self.family == "fractional":
+            if self.hurst is None:
+                raise ConfigError(
+                    "the 'fractional' family needs hurst in (0, 1), "
+                    "e.g. TeacherConfig('fractional', hurst=0.75, init='gaussian')."
+                )
+            set_("hurst", check_real("hurst", self.hurst, low=0.0, high=1.0, low_open=True, high_open=True))
+            if self.init != "gaussian":
+                raise IncompatibleOptionsError(
+                    "fractional teachers are Gaussian by construction (fGn along depth); "
+                    f"pass init='gaussian' (got init={self.init!r})."
+                )
+        elif self.hurst is not None:
+            raise IncompatibleOptionsError(
+                f"hurst is only for family='fractional'; got hurst={self.hurst!r} with family={self.family!r}."
+            )
+        if self.branch_scale is None:
+            set_("branch_scale", 1.0 / math.sqrt(self.depth))
+        else:
+            set_("branch_scale", check_real("branch_scale", self.branch_scale, low=0.0, low_open=True))
+
+    @property
+    def correlation(self) -> DepthCorrelation:
+        """How each weight entry is correlated across layers."""
+        if self.family == "fractional":
+            return Fractional(self.hurst)
+        rho = {"independent": 0.0, "tied": 1.0}.get(self.family, self.rho)
+        return Equicorrelated(rho)
+
+    @property
+    def label(self) -> str:
+        """Short spec: ``independent``, ``tied``, ``correlated:0.9`` or ``fractional:0.75``."""
+        if self.family == "correlated":
+            return f"correlated:{self.rho:g}"
+        if self.family == "fractional":
+            return f"fractional:{self.hurst:g}"
+        return self.family
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TeacherConfig:
+        """Build from a dict; unknown keys raise :class:`~resflow.errors.ConfigError`."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown TeacherConfig keys {unknown}; valid keys are {sorted(known)}.")
+        return cls(**values)
+
+    @classmethod
+    def from_spec(cls, spec: str, **overrides: Any) -> TeacherConfig:
+        """Parse ``"independent"``, ``"tied"``, ``"correlated:RHO"`` or ``"fractional:H"``.
+
+        A fractional spec defaults to ``init="gaussian"``.
+        """
+        if not isinstance(spec, str):
+            raise ConfigError(f"teacher spec must be a string such as 'correlated:0.9'; got {spec!r}.")
+        family, _, arg = spec.partition(":")
+        if family not in TEACHER_FAMILIES or (family in ("correlated", "fractional")) != bool(arg):
+            raise UnknownNameError(
+                f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO' or 'fractional:H'."
+            )
+        values: dict[str, Any] = {"family": family}
+        if arg:
+            try:
+                number = float(arg)
+            except ValueError as exc:
+                raise ConfigError(f"teacher spec {spec!r}: {arg!r} is not a number.") from exc
+            values["rho" if family == "correlated" else "hurst"] = number
+            if family == "fractional":
+                values["init"] = "gaussian"
+        values.update(overrides)
+        return cls.from_dict(values)
+
+
+class Teacher(nn.Module):
+    r"""A frozen teacher network (target function) built from a :class:`TeacherConfig`.
+
+    Parameters
+    ----------
+    config : TeacherConfig or str, optional
+        The configuration, or a spec string for :meth:`TeacherConfig.from_spec`.
+    **overrides
+        Fields of :class:`TeacherConfig` (e.g. ``depth=32``, ``seed=3``).
+
+    Examples
+    --------
+    >>> import resflow
+    >>> teacher = resflow.Teacher("correlated:0.9", width=16, depth=32, seed=0)
+    >>> x = teacher.sample_inputs(4, seed=1)
+    >>> teacher(x).shape, teacher.hidden_states(x).shape
+    (torch.Size([4, 16]), torch.Size([33, 4, 16]))
+    """
+
+    def __init__(self, config: TeacherConfig | str | None = None, **overrides: Any) -> None:
+        super().__init__()
+        if config is None:
+            config = TeacherConfig.from_dict(overrides)
+        elif isinstance(config, str):
+            config = TeacherConfig.from_spec(config, **overrides)
+        elif isinstance(config, TeacherConfig):
+            if overrides:
+                config = dataclasses.replace(config, **overrides)
+        else:
+            raise ConfigError(f"config must be a TeacherConfig or a spec string; got {type(config).__name__}.")
+        self.config = config
+        gen = as_generator(config.seed)
+        std = mlp_init_std(config.width, config.hidden)
+        layer_params = {
+            name: config.correlation.sample(
+                config.depth, shape, seed=gen, base=config.init, dtype=torch.float32
+            )
+            * std[name]
+            for name, shape in mlp_parameter_shapes(config.width, config.hidden).items()
+        }
+        n_fields = 1 if config.family == "tied" else config.depth
+        fields = [
+            MLPField.from_parameters(layer_params["W1"][i], layer_params["b1"][i], layer_params["W2"][i])
+            for i in range(n_fields)
+        ]
+        self.stack = ResidualStack(
+            fields[0] if config.family == "tied" else fields,
+            depth=config.depth,
+            scheme=config.scheme,
+            branch_scale=config.branch_scale,
+        )
+        head_std = 1.0 / math.sqrt(3.0 * config.width)
+        self.head = nn.Parameter(unit_draw((config.vocab, config.width), gen, config.init, torch.float32) * head_std)
+        self.requires_grad_(False)
+
+    @property
+    def width(self) -> int:
+        return self.config.width
+
+    @property
+    def depth(self) -> int:
+        return self.config.depth
+
+    def sample_inputs(self, batch: int, *, seed: SeedLike = None) -> torch.Tensor:
+        """Inputs :math:`x \\sim N(0, I_d)`, shape ``(batch, width)``, on the teacher's device."""
+        batch = check_int("batch", batch, minimum=1)
+        x = torch.randn((batch, self.width), generator=as_generator(seed), dtype=self.head.dtype)
+        return x.to(self.head.device)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor):
+            raise ConfigError(f"x must be a torch.Tensor of shape (batch, {self.width}); got {type(x).__name__}.")
+        if x.shape[-1] != self.width:
+            raise ConfigError(
+                f"x must have last dimension {self.width} (the teacher width); got shape {tuple(x.shape)}."
+            )
+
+    def hidden_states(self, x: torch.Tensor) -> torch.Tensor:
+        r"""All residual-stream states :math:`h_0 = \mathrm{rmsnorm}(x), \dots, h_L`; shape ``(L + 1, *x.shape)``."""
+        self._check_input(x)
+        return self.stack(rmsnorm(x), return_states=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r"""The MSE target :math:`\mathrm{rmsnorm}(h_L)`, shape ``x.shape``."""
+        self._check_input(x)
+        return rmsnorm(self.stack(rmsnorm(x)))
+
+    def logits(self, x: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        r"""KL targets :math:`\mathrm{head}(\mathrm{rmsnorm}(h_L)) / T`, shape ``(*x.shape[:-1], vocab)``."""
+        temperature = check_real("temperature", temperature, low=0.0, low_open=True)
+        return (self.forward(x) @ self.head.T) / temperature
+
+    def extra_repr(self) -> str:
+        return f"family={self.config.label!r}, width={self.width}, depth={self.depth}, seed={self.config.seed}"

@@ -1,0 +1,216 @@
+"""The result store: a directory of zarr records, one per run, written atomically.
+
+Layout::
+
+    STORE/
+      resflow-store.json          schema marker {"schema": "resflow-store", "version": 1}
+      runs/<record-id>.zarr/      one xarray Dataset per record (zarr format 2, consolidated)
+      runs/.tmp-<record-id>.zarr/ a record being written (never read; left behind by a crash)
+      work/<experiment>-<time>/   checkpoints, fits and figures of runs in progress or done
+
+A record is written to a temporary directory and renamed into place (``os.rename`` of a directory
+is atomic on POSIX), so a reader never sees half a record and a crash leaves the previous state
+readable.  Record ids are unique (kind, name, UTC time, random suffix) and a rename never replaces
+an existing record, so appending never overwrites and several processes can write different runs
+(or disjoint regions of one sweep) into one store at once.  Kinds and their variables are
+documented in ``docs/design/store.md``; ``xarray.open_zarr(STORE/runs/<id>.zarr)`` opens any record.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import xarray as xr
+
+from ..errors import ConfigError, IncompatibleOptionsError, ResflowError, UnknownNameError
+
+__all__ = ["Store", "StoreError", "RecordInfo", "STORE_VERSION", "RECORD_KINDS"]
+
+STORE_SCHEMA = "resflow-store"
+STORE_VERSION = 1
+MARKER = "resflow-store.json"
+RECORD_KINDS = ("toy-run", "fit", "theory", "llm-data", "llm-fit", "probe")
+
+
+class StoreError(ResflowError):
+    """A store or record that cannot be read: corrupt, of an unknown schema version, or not a store."""
+
+
+@dataclass(frozen=True)
+class RecordInfo:
+    id: str
+    kind: str
+    name: str
+    created: str
+    path: Path
+
+
+class Store:
+    """A result store at ``path``.  Use :meth:`open` (``create=True`` to make a new one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = False) -> Store:
+        path = Path(path)
+        marker = path / MARKER
+        if not path.exists():
+            if not create:
+                raise StoreError(f"no store at {str(path)!r}; create it by running an experiment with --out {path}.")
+            path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            raise StoreError(f"{str(path)!r} is a file, not a store directory.")
+        if not marker.exists():
+            if any(p.name not in ("runs", "work") for p in path.iterdir()) or not create:
+                raise StoreError(
+                    f"{str(path)!r} is not a resflow store (no {MARKER}); point to a store directory or a new, "
+                    "empty one."
+                )
+            _write_marker(marker)
+        try:
+            meta = json.loads(marker.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StoreError(f"the store marker {marker} is corrupt ({exc}); the store cannot be trusted.") from None
+        if not isinstance(meta, dict) or meta.get("schema") != STORE_SCHEMA:
+            raise StoreError(f"{marker} does not describe a resflow store: {meta!r}.")
+        if meta.get("version") != STORE_VERSION:
+            raise StoreError(
+                f"store schema version {meta.get('version')!r} is not supported by this resflow (version "
+                f"{STORE_VERSION}); upgrade resflow or use a store written by this version."
+            )
+        (path / "runs").mkdir(exist_ok=True)
+        (path / "work").mkdir(exist_ok=True)
+        return cls(path)
+
+    # ------------------------------------------------------------------ writing
+    def write(self, ds: xr.Dataset, *, kind: str, name: str) -> str:
+        """Write ``ds`` as a new record and return its id (never overwrites)."""
+        if kind not in RECORD_KINDS:
+            raise UnknownNameError(f"kind must be one of {', '.join(RECORD_KINDS)}; got {kind!r}.")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        record_id = f"{kind}--{_safe(name)}--{stamp}--{uuid.uuid4().hex[:8]}"
+        runs = self.path / "runs"
+        tmp = runs / f".tmp-{record_id}.zarr"
+        final = runs / f"{record_id}.zarr"
+        out = ds.copy()
+        out.attrs = {**ds.attrs, "store_kind": kind, "store_name": name, "store_record": record_id,
+                     "store_schema_version": str(STORE_VERSION)}
+        out = _encodable(out)
+        out.to_zarr(tmp, mode="w-", zarr_format=2, consolidated=True)
+        os.rename(tmp, final)  # atomic; fails rather than replace an existing record
+        return record_id
+
+    # ------------------------------------------------------------------ reading
+    def records(self, kind: str | None = None, name: str | None = None) -> list[RecordInfo]:
+        """Finished records, oldest first, optionally filtered by kind and name."""
+        out = []
+        for path in sorted((self.path / "runs").glob("*.zarr")):
+            if path.name.startswith(".tmp-"):
+                continue
+            parts = path.name[: -len(".zarr")].split("--")
+            if len(parts) != 4:
+                continue
+            rkind, rname, created, _ = parts
+            if (kind is None or rkind == kind) and (name is None or rname == _safe(name)):
+                out.append(RecordInfo(path.name[: -len(".zarr")], rkind, rname, created, path))
+        return out
+
+    def load(self, record: str | RecordInfo) -> xr.Dataset:
+        """Load one record into memory."""
+        info = record if isinstance(record, RecordInfo) else self._info(record)
+        try:
+            with xr.open_zarr(info.path, consolidated=True) as ds:
+                loaded = ds.load()
+        except Exception as exc:  # zarr raises many types on damaged data
+            raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
+        return _decoded(loaded)
+
+    def attrs(self, record: str | RecordInfo) -> dict[str, str]:
+        """The attributes of one record, read without loading its data."""
+        info = record if isinstance(record, RecordInfo) else self._info(record)
+        try:
+            with xr.open_zarr(info.path, consolidated=True) as ds:
+                return dict(ds.attrs)
+        except Exception as exc:  # zarr raises many types on damaged data
+            raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
+
+    def _info(self, record_id: str) -> RecordInfo:
+        for info in self.records():
+            if info.id == record_id:
+                return info
+        raise StoreError(f"no record {record_id!r} in {self.path}; `Store.records()` lists them.")
+
+    def merge(self, records: list[str | RecordInfo]) -> xr.Dataset:
+        """Merge records of the same experiment (e.g. different seeds or targets of one sweep)."""
+        datasets = [self.load(r) for r in records]
+        if not datasets:
+            raise ConfigError("nothing to merge: pass at least one record.")
+        experiments = {d.attrs.get("experiment") for d in datasets}
+        losses = {d.attrs.get("loss") for d in datasets}
+        if len(experiments) != 1 or len(losses) != 1:
+            raise IncompatibleOptionsError(
+                "only records of one experiment and loss can be merged; got experiments "
+                f"{sorted(map(str, experiments))} and losses {sorted(map(str, losses))}."
+            )
+        merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer")
+        merged.attrs["merged_records"] = json.dumps([d.attrs.get("store_record") for d in datasets])
+        return merged
+
+    def export_netcdf(self, record: str | RecordInfo, path: str | Path) -> Path:
+        """Write a record as a netCDF file (scipy engine, netCDF3)."""
+        path = Path(path)
+        if path.exists():
+            raise ConfigError(f"{str(path)!r} exists; choose a new file name (nothing is overwritten).")
+        self.load(record).to_netcdf(path, engine="scipy")
+        return path
+
+    def work_dir(self, experiment: str) -> Path:
+        from .workdirs import new_run_dir
+
+        return new_run_dir(self.path / "work", experiment)
+
+
+def _write_marker(marker: Path) -> None:
+    tmp = marker.with_name(f".{marker.name}.{uuid.uuid4().hex}")
+    tmp.write_text(json.dumps({"schema": STORE_SCHEMA, "version": STORE_VERSION}) + "\n")
+    try:
+        os.link(tmp, marker)  # atomic create-if-absent: concurrent creators agree on one marker
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._:" else "-" for c in str(name)).replace("--", "-")
+
+
+def _encodable(ds: xr.Dataset) -> xr.Dataset:
+    """Booleans and object strings are stored in portable dtypes (zarr format 2)."""
+    out = ds.copy()
+    for name in list(out.data_vars):
+        var = out[name]
+        if var.dtype == bool:
+            out[name] = var.astype("int8").assign_attrs(var.attrs, resflow_dtype="bool")
+        elif var.dtype == object or var.dtype.kind == "T":
+            out[name] = var.astype(str)
+    return out
+
+
+def _decoded(ds: xr.Dataset) -> xr.Dataset:
+    for name in list(ds.variables):
+        var = ds[name]
+        if var.attrs.get("resflow_dtype") == "bool":
+            attrs = {k: v for k, v in var.attrs.items() if k != "resflow_dtype"}
+            decoded = var.astype(bool)
+            decoded.attrs = attrs
+            ds[name] = decoded
+        elif var.dtype.kind == "T":
+            ds[name] = var.astype(str)
+    return ds

@@ -1,0 +1,30 @@
+"""Workflows: one public function under every command, each returning a typed result.
+
+=============  ===============================  =============================================
+module         function                         command
+=============  ===============================  =============================================
+``run``        :func:`run_experiment`           ``resflow run`` (build, train, store, fit, figure)
+``fit``        :func:`fit_store`                ``resflow fit`` (fit records; reuses existing ones)
+``llm``        :func:`fit_llm_table`            ``resflow llm-fit``
+``probe``      :func:`probe_models`             ``resflow probe``
+``compare``    :func:`compare_stores`           ``resflow compare``
+``demo``       :func:`run_flow_demo`            ``resflow demo``
+=============  ===============================  =============================================
+
+This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), analysis
+(:mod:`resflow.analysis`), the LLM side (:mod:`resflow.llm`) and the store, which never import it.
+The command line (:mod:`resflow.cli`) only parses, calls one of these and prints.
+"""
+
+from .compare import Comparison, compare_stores
+from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
+from .fit import RunFits, fit_store
+from .llm import LLMFitResult, fit_llm_table
+from .probe import ProbeRun, probe_models, probe_teacher
+from .run import ExperimentResult, find_resumable, run_experiment
+
+__all__ = [
+    "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
+    "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
+    "run_flow_demo",
+]

@@ -1,0 +1,66 @@
+"""Theory, toy runs and trained LLMs side by side: what ``resflow compare`` calls.
+
+Toy exponents are read from the ``fit`` records (the latest of each run), never refitted; a run
+without one is listed in ``unfitted`` (``resflow fit STORE`` fits it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
+from ..analysis.fits import fits_from_dataset
+from ..analysis.plots import save_figure
+from ..errors import ConfigError
+from ..llm.comparison import depth_part, llm_row
+from ..provenance import provenance
+from ..store import Store
+from .fit import latest_fit_records
+
+__all__ = ["Comparison", "compare_stores"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """Every row of the comparison, the figure, and the toy runs that had no fit record."""
+
+    rows: tuple[ComparisonRow, ...]
+    figure: Path
+    unfitted: tuple[str, ...]
+
+
+def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = None,
+                   progress: Callable[[str, int, int], None] | None = None) -> Comparison:
+    """Collect the comparison rows of every store and draw the figure (default: a new work directory
+    of the first store; an existing file is never overwritten)."""
+    if not stores:
+        raise ConfigError("stores must name at least one store directory.")
+    report = progress or (lambda store, done, total: None)
+    opened = [Store.open(path) for path in stores]
+    if figure is not None and Path(figure).exists():
+        raise ConfigError(f"{str(figure)!r} exists; choose a new file (nothing is overwritten).")
+    toy, llm, parts, unfitted, schemes = [], [], [], [], {"euler"}
+    for k, store in enumerate(opened):
+        report(str(store.path), k, len(opened))
+        latest = latest_fit_records(store)
+        for info in store.records(kind="toy-run"):
+            if info.id not in latest:
+                unfitted.append(info.id)
+                continue
+            fits = fits_from_dataset(store.load(latest[info.id]))
+            schemes.update(f.scheme for f in fits)
+            toy += toy_rows(fits, experiment=info.name, record=latest[info.id])
+        for info in store.records(kind="llm-fit"):
+            fit = store.load(info)
+            llm.append(llm_row(fit, record=info.id))
+            data_id = fit.attrs.get("data_record")
+            if data_id:
+                parts.append(depth_part(fit, store.load(data_id)))
+    report("", len(opened), len(opened))
+    rows = theory_rows(tuple(sorted(schemes))) + toy + llm
+    path = Path(figure) if figure is not None else opened[0].work_dir("compare") / "compare.png"
+    save_figure(comparison_figure(rows, parts), path,
+                provenance({"stores": [str(s) for s in stores]}, records=[r.record for r in rows]))
+    return Comparison(rows=tuple(rows), figure=path, unfitted=tuple(unfitted))

@@ -1,0 +1,64 @@
+"""Fit every toy run of a store: what ``resflow fit STORE`` calls.
+
+Each run's fits are a ``fit`` record in the store, with the fit settings and the run's id in its
+attrs.  A run already fitted with the same settings is read back, not refitted; new settings add a
+new record (nothing is overwritten).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analysis.fits import FitSettings, SeriesFit, fit_dataset, fits_from_dataset, fits_to_dataset
+from ..errors import ConfigError
+from ..provenance import provenance
+from ..store import Store
+
+__all__ = ["RunFits", "fit_store", "latest_fit_records"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFits:
+    """The fits of one ``toy-run`` record, and the ``fit`` record that holds them."""
+
+    run: str
+    experiment: str
+    fit_record: str
+    fits: tuple[SeriesFit, ...]
+    reused: bool
+
+
+def latest_fit_records(store: Store, *, settings_json: str | None = None) -> dict[str, str]:
+    """Run id -> id of its latest ``fit`` record (with exactly these settings, if given)."""
+    out: dict[str, str] = {}
+    for info in store.records(kind="fit"):  # oldest first: later records win
+        attrs = store.attrs(info)
+        if settings_json is None or attrs.get("fit_settings") == settings_json:
+            out[attrs.get("source_record", "")] = info.id
+    return out
+
+
+def fit_store(store: Path | str | Store, settings: FitSettings | None = None) -> list[RunFits]:
+    """Fit (or read back the fits of) every ``toy-run`` record of ``store``, oldest first."""
+    store = store if isinstance(store, Store) else Store.open(store)
+    runs = store.records(kind="toy-run")
+    if not runs:
+        raise ConfigError(f"no toy runs in store {str(store.path)!r}; `resflow run` writes them.")
+    settings = settings or FitSettings()
+    out = []
+    for info in runs:
+        ds = store.load(info)
+        resolved = settings.resolved(ds)
+        existing = latest_fit_records(store, settings_json=resolved.to_json()).get(info.id)
+        experiment = ds.attrs.get("experiment", info.name)
+        if existing is not None:
+            fits = fits_from_dataset(store.load(existing))
+            out.append(RunFits(run=info.id, experiment=experiment, fit_record=existing, fits=tuple(fits), reused=True))
+            continue
+        fits = fit_dataset(ds, resolved)
+        record = fits_to_dataset(fits, source_record=info.id, settings=resolved)
+        record.attrs.update(provenance({"fit_settings": resolved.to_json(), "run": info.id}))
+        fit_id = store.write(record, kind="fit", name=info.name)
+        out.append(RunFits(run=info.id, experiment=experiment, fit_record=fit_id, fits=tuple(fits), reused=False))
+    return out

@@ -1,0 +1,117 @@
+"""Run an experiment end to end: build teachers and students, train, store, fit, draw.
+
+:func:`run_experiment` is what ``resflow run`` calls.  It writes the run as a ``toy-run`` record and
+its fits as a ``fit`` record of the store, and ``fits.json`` and ``figure.png`` into the run's work
+directory ``STORE/work/<experiment>-<time>/``; an interrupted run (Ctrl-C, a kill) resumes from its
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import xarray as xr
+
+from ..analysis.fits import FitSettings, SeriesFit, fit_dataset, fits_to_dataset
+from ..analysis.metrics import METRIC_LABELS, token_metrics
+from ..analysis.plots import save_figure
+from ..errors import ConfigError
+from ..experiments.config import ExperimentConfig
+from ..experiments.registry import get_experiment
+from ..provenance import provenance
+from ..sim.engine import CHECKPOINT_NAME, train
+from ..sim.results import build_dataset
+from ..sim.teacher import Teacher
+from ..store import Store
+
+__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME"]
+
+RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
+FIGURE_NAME = "figure.png"
+FITS_NAME = "fits.json"
+RUN_INFO = "run.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentResult:
+    """What :func:`run_experiment` produced.
+
+    ``finished`` is False only when the run stopped early on purpose (``stop_after``); then only
+    ``work_dir`` and ``steps_done`` are set and the run can be resumed.
+    """
+
+    config: ExperimentConfig
+    work_dir: Path
+    finished: bool
+    steps_done: int
+    record: str | None = None
+    fit_record: str | None = None
+    dataset: xr.Dataset | None = None
+    fits: tuple[SeriesFit, ...] = ()
+    figure: Path | None = None
+
+
+def find_resumable(store: Path | str, experiment: str) -> Path:
+    """Latest work directory of ``experiment`` in ``store`` with a checkpoint and no record yet."""
+    work = Path(store) / "work"
+    candidates = sorted(p for p in work.glob(f"{experiment}-*") if (p / CHECKPOINT_NAME).exists()
+                        and not (p / RECORD_NAME).exists()) if work.is_dir() else []
+    if not candidates:
+        raise ConfigError(f"no interrupted {experiment!r} run to resume in {str(store)!r}; run without --resume.")
+    return candidates[-1]
+
+
+def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = False,
+                   progress: Callable[[int, int, dict[str, float]], None] | None = None,
+                   stop_after: int | None = None) -> ExperimentResult:
+    """Train every student of ``config`` and write the run, its fits and its figure into the store ``out``.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+        E.g. ``resflow.preset("smooth-vs-rough", "cpu").with_overrides(["train.steps=2000"])``.
+    out : path
+        The store (created if missing, unless resuming).
+    resume : bool
+        Continue the latest interrupted run of this experiment in ``out`` (the same config is required).
+    progress : callable, optional
+        ``progress(step, total, mean train loss per target)``, about every 1% of training.
+    stop_after : int, optional
+        Stop after this many steps (checkpointed, resumable); for tests of resumption.
+    """
+    experiment = get_experiment(config.experiment)
+    out = Path(out)
+    if resume:
+        run_dir = find_resumable(out, config.experiment)  # before opening: resuming never creates a store
+        store = Store.open(out)
+        saved = json.loads((run_dir / RUN_INFO).read_text())
+        if saved["config"] != json.loads(config.to_json()):
+            raise ConfigError(f"{run_dir} was started with a different configuration; pass the same preset and --set "
+                              "options to resume it.")
+    else:
+        store = Store.open(out, create=True)
+        run_dir = store.work_dir(config.experiment)
+        (run_dir / RUN_INFO).write_text(json.dumps({"config": json.loads(config.to_json())}, indent=1))
+    teachers = {t: Teacher(config.teacher_config(t)) for t in config.targets}
+    result = train(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
+                   resume=resume, progress=progress, stop_after=stop_after, state_metrics=token_metrics)
+    if result.steps_done < config.train.steps:
+        return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=result.steps_done)
+    prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
+    ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
+                       metric_labels=METRIC_LABELS)
+    record = store.write(ds, kind="toy-run", name=config.experiment)
+    ds.attrs["store_record"] = record
+    (run_dir / RECORD_NAME).write_text(record + "\n")
+    settings = FitSettings()
+    fits = fit_dataset(ds, settings)
+    fit_ds = fits_to_dataset(fits, source_record=record, settings=settings.resolved(ds))
+    fit_ds.attrs.update(prov)
+    fit_record = store.write(fit_ds, kind="fit", name=config.experiment)
+    (run_dir / FITS_NAME).write_text(json.dumps([f.to_json() for f in fits], indent=1))
+    figure = save_figure(experiment.figure(ds, fits), run_dir / FIGURE_NAME, prov)
+    return ExperimentResult(config=config, work_dir=run_dir, finished=True, steps_done=result.steps_done,
+                            record=record, fit_record=fit_record, dataset=ds, fits=tuple(fits), figure=figure)
