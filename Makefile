@@ -26,6 +26,7 @@ demo: install
 	$(BIN)/resflow run smooth-vs-rough --preset cpu --out results
 
 test: install-dev
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -m "not slow" -n 2 -q
 
 test-slow: install-dev
@@ -33,6 +34,7 @@ test-slow: install-dev
 
 lint: install-dev
 	$(BIN)/ruff check resflow theory sims tests
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .hypothesis

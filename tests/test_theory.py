@@ -2,7 +2,6 @@
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ import torch
 from resflow.theory import LAWS, roughness
 from resflow.theory import discretisation as disc
 from resflow.theory import taylor_matching as oc
-from resflow.theory.render import render_markdown
 from scipy.optimize import minimize_scalar
 from typer.testing import CliRunner
 
@@ -314,11 +312,6 @@ def test_theory_cli_list_latex_and_json():
     incoherent = next(r for r in records if r["name"] == "accumulation-incoherent")
     assert incoherent["exponent"] == "2*q - 1"
     assert runner.invoke(app, ["theory", "nope"]).exit_code == 2
-
-
-def test_docs_theory_md_is_generated_and_up_to_date():
-    path = Path(__file__).resolve().parents[1] / "docs" / "theory.md"
-    assert path.read_text() == render_markdown(), "regenerate: python -m resflow.theory.render > docs/theory.md"
 
 
 def test_tree_order_helper():

@@ -92,7 +92,8 @@ def comparison_figure(rows: list[ComparisonRow], depth_parts: list[DepthPart]):
     palette = {"toy": "tab:blue", "llm": "tab:red"}
     for y, r in enumerate(shown):
         if np.isfinite(r.exponent):
-            ax.errorbar(r.exponent, y, xerr=[[r.exponent - r.ci_low], [r.ci_high - r.exponent]], fmt="o",
+            below, above = max(r.exponent - r.ci_low, 0.0), max(r.ci_high - r.exponent, 0.0)
+            ax.errorbar(r.exponent, y, xerr=[[below], [above]], fmt="o",
                         color=palette[r.source], capsize=3, mfc="white" if r.converged is False else None)
     ax.set_yticks(range(len(shown)), [f"{r.name} [{r.regime}]" for r in shown], fontsize=7)
     ax.set(xlabel="depth exponent α (loss ∝ ℓ^-α); grey: theory", title="theory, toy models and trained LLMs")

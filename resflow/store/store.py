@@ -119,7 +119,7 @@ class Store:
             rkind, rname, created, _ = parts
             if (kind is None or rkind == kind) and (name is None or rname == _safe(name)):
                 out.append(RecordInfo(path.name[: -len(".zarr")], rkind, rname, created, path))
-        return out
+        return sorted(out, key=lambda info: (info.created, info.id))
 
     def load(self, record: str | RecordInfo) -> xr.Dataset:
         """Load one record into memory."""
