@@ -15,9 +15,9 @@ from resflow import ConfigError, Teacher
 from resflow.analysis import token_metrics
 from resflow.sim import engine as engine_module
 from resflow.sim import train, train_reference
+from resflow.sim.block import StudentSpec
 from resflow.sim.config import TrainConfig, lr_multiplier
 from resflow.sim.engine import CHECKPOINT_NAME
-from resflow.sim.students import StudentSpec
 
 # Same arithmetic in float64, batched (bmm) vs per-student (matmul): agreement to ~1e-12 over a few
 # hundred Adam steps (measured 4e-16); 1e-9 leaves room for BLAS differences between machines.
@@ -108,7 +108,7 @@ def test_resume_after_a_kill(tmp_path):
     try:
         while time.time() < deadline:
             ckpts = list(store.glob(f"work/*/{CHECKPOINT_NAME}"))
-            if ckpts and torch.load(ckpts[0], weights_only=False)["step"] >= 300:
+            if ckpts and torch.load(ckpts[0], weights_only=True)["step"] >= 300:
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the run finished before it could be killed; make it longer"
@@ -116,7 +116,7 @@ def test_resume_after_a_kill(tmp_path):
     finally:
         proc.wait()
     run_dir = next((store / "work").iterdir())
-    killed_at = torch.load(run_dir / CHECKPOINT_NAME, weights_only=False)["step"]
+    killed_at = torch.load(run_dir / CHECKPOINT_NAME, weights_only=True)["step"]
     assert 300 <= killed_at < 3000 and not (run_dir / "record.txt").exists()
     assert not list((store / "runs").glob("*.zarr"))  # no half-written record
     cfg = preset("smooth-vs-rough", "cpu").with_overrides(KILL_SETTINGS)

@@ -7,8 +7,8 @@ import pytest
 
 from resflow.analysis.fits import bootstrap_exponent, fit_dataset, fit_exponent, fit_offset
 from resflow.analysis.regimes import regime_predictions
+from resflow.sim.block import StudentSpec
 from resflow.sim.results import TrainingResult, build_dataset
-from resflow.sim.students import StudentSpec
 
 DEPTHS = (2, 4, 8, 16)
 

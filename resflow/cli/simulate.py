@@ -100,3 +100,33 @@ def demo(
                           f"{float(orders.sel(field='relu2')):.2f}", f"{float(orders.sel(field='softplus2')):.2f}")
         console.print(table)
         console.print(f"wrote {result.work_dir / 'demo.nc'}, {result.figure}, {result.work_dir / 'provenance.json'}")
+
+
+@app.command()
+def bench(
+    device: Annotated[str, typer.Option(help="cpu | cuda (auto: cuda when available)")] = "cpu",
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows to this JSON file.")] = None,
+    rounds: Annotated[int, typer.Option(help="Measurement rounds (medians are reported).", min=1)] = 3,
+    case: Annotated[list[str] | None, typer.Option(help="cpu-preset | study (repeatable; default both).")] = None,
+) -> None:
+    """Time the batched engine and the per-student loop against this machine's sgemm rate."""
+    from resflow.sim import run_bench, write_bench_json
+
+    with user_errors(), interruptible("nothing was written; run the command again"):
+        cases = tuple(case) if case else ("cpu-preset", "study")
+        with progress_bar("bench", 1) as update:
+            rows = run_bench(device, cases=cases, rounds=rounds,
+                             progress=lambda what, done, total: update(done, total, note=what))
+        table = Table(title=f"Engine speed ({rows[0].device}, {rows[0].threads} threads; sgemm "
+                            f"{rows[0].sgemm_gflops_per_s:.0f} GFLOP/s; medians of {rounds} rounds)")
+        for column in ("case", "engine", "students", "ms/step", "GFLOP/step", "GFLOP/s", "of sgemm", "vs loop",
+                       "peak MB"):
+            table.add_column(column)
+        for r in rows:
+            table.add_row(r.case, r.engine, str(r.students), f"{r.ms_per_step:.1f}", f"{r.gflops:.3f}",
+                          f"{r.gflops_per_s:.1f}", f"{r.fraction_of_sgemm:.0%}",
+                          "-" if r.speedup_vs_loop is None else f"{r.speedup_vs_loop:.2f}x",
+                          "-" if r.peak_mem_mb is None else f"{r.peak_mem_mb:.0f}")
+        console.print(table)
+        if json_out is not None:
+            console.print(f"wrote {write_bench_json(rows, json_out)}")

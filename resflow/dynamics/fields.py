@@ -34,6 +34,7 @@ __all__ = [
     "MLPField",
     "LinearField",
     "PiecewiseField",
+    "mlp_branch",
     "mlp_init_std",
     "ACTIVATIONS",
 ]
@@ -74,6 +75,33 @@ class VectorField(nn.Module):
 
     def forward(self, t: torch.Tensor | float, h: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
+
+
+def mlp_branch(h: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor,
+               activation: str = "relu2") -> torch.Tensor:
+    r"""The study's residual branch :math:`W_2\,\sigma(W_1\,\mathrm{rmsnorm}(h) + b_1)`, :math:`\sigma = \mathrm{relu}^2`
+    (or :math:`\mathrm{softplus}^2`).
+
+    The one definition of the block's MLP: :class:`MLPField` (teachers, stacks), the students
+    (:mod:`resflow.sim.block`) and the per-student reference loop all call it.
+
+    Parameters
+    ----------
+    h : torch.Tensor, shape (..., batch, dim)
+    W1 : torch.Tensor, shape (..., hidden, dim)
+    b1 : torch.Tensor, shape (..., hidden)
+    W2 : torch.Tensor, shape (..., dim, hidden)
+        Leading dimensions (e.g. a student axis) broadcast against those of ``h``.
+    activation : {"relu2", "softplus2"}
+
+    Returns
+    -------
+    torch.Tensor, shape (..., batch, dim)
+    """
+    if W1.ndim == 2:  # one MLP: the fused affine maps of torch
+        return F.linear(ACTIVATIONS[activation](F.linear(rmsnorm(h), W1, b1)), W2)
+    pre = rmsnorm(h) @ W1.transpose(-1, -2) + b1.unsqueeze(-2)  # stacked MLPs (a leading student axis)
+    return ACTIVATIONS[activation](pre) @ W2.transpose(-1, -2)
 
 
 def mlp_init_std(dim: int, hidden: int) -> dict[str, float]:
@@ -182,8 +210,7 @@ class MLPField(VectorField):
         return field
 
     def forward(self, t: torch.Tensor | float, h: torch.Tensor) -> torch.Tensor:
-        pre = F.linear(rmsnorm(h), self.W1, self.b1)
-        return F.linear(ACTIVATIONS[self.activation](pre), self.W2)
+        return mlp_branch(h, self.W1, self.b1, self.W2, self.activation)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, hidden={self.hidden}, activation={self.activation!r}"

@@ -19,8 +19,8 @@ from typing import Any
 from .._validate import check_int
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
+from ..sim.block import StudentSpec
 from ..sim.config import TrainConfig
-from ..sim.students import StudentSpec
 from ..sim.teacher import TeacherConfig
 
 __all__ = ["ExperimentConfig", "config_keys", "parse_assignment"]

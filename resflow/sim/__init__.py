@@ -4,27 +4,36 @@
 module              what it holds
 ==================  ========================================================================
 ``teacher``         :class:`Teacher`, :class:`TeacherConfig`: target functions of tunable roughness
-``students``        :class:`StudentSpec`, the student initialisation and the batched banks
+``block``           the student, defined once: :class:`StudentSpec`, its block, init and losses
 ``config``          :class:`TrainConfig` (the training recipe as data) and the lr schedule
-``optim``           :class:`BatchedAdam`: Adam over students stacked along one axis
-``engine``          :func:`train`: every student of a run trained in one process
+``kernels``         the block and losses for many students at once, with hand-derived gradients
+``bank``            the layout of a bank of students of one scheme in one flat buffer
+``targets``         teacher outputs for a batch, every teacher evaluated once
+``data``            :class:`DataStream`: fresh training and evaluation inputs from seeded generators
+``optim``           Adam on a flat buffer with a learning rate per element
+``state``           :class:`TrainState` and versioned checkpoints
+``graphs``          CUDA graphs of the training step (GPU only)
+``engine``          :class:`Trainer` (``init``/``step``/``evaluate``) and the driver :func:`train`
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
 ``results``         :class:`TrainingResult` and :func:`build_dataset` (the run as a labelled Dataset)
-``bench``           the engine's speed against the per-student loop
+``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
 ==================  ========================================================================
 
 Built on :mod:`resflow.dynamics` and :mod:`resflow.noise`; knows nothing of fits, stores or plots.
 """
 
+from .bench import BenchRow, run_bench, write_bench_json
+from .block import StudentSpec, init_student, kl_loss, mse_loss, student_block, student_forward, student_logits
 from .config import TrainConfig, lr_multiplier, student_lr
-from .engine import train
-from .optim import BatchedAdam
+from .engine import Trainer, train
 from .reference_loop import train_reference
 from .results import TrainingResult, build_dataset
-from .students import StudentSpec
+from .state import TrainState
 from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 
 __all__ = [
-    "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "TrainConfig", "lr_multiplier", "student_lr",
-    "BatchedAdam", "train", "train_reference", "TrainingResult", "build_dataset",
+    "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "init_student", "student_block",
+    "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
+    "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
+    "write_bench_json",
 ]

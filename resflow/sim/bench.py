@@ -1,49 +1,229 @@
-"""Benchmark: batched engine vs the per-student reference loop, measured in one run.
+"""``resflow bench``: the engine's speed against this machine's matmul rate and the per-student loop.
 
-``python -m resflow.sims.bench_engine [--steps N]`` prints the time per step of both engines on the
-same students (both teachers, Euler, depths 2-16, width 16, teacher depth 32, batch 512, three
-seeds) and their ratio, plus the batched engine at the study's scale (width 32, teacher 128,
-depths 6-48, one seed).
+One process measures, in rounds: the float32 matmul rate of the machine (a ``SGEMM_SIZE`` square
+matmul, the same threads and device as training), the batched engine (:class:`~resflow.sim.Trainer`)
+and the per-student loop (:class:`~resflow.sim.reference_loop.ReferenceLoop`) on each case.  A
+shared machine drifts, so every ratio is taken within a round (engine time against the sgemm rate
+and the loop of that round) and the median over rounds is reported.  FLOPs are counted
+analytically: forward :math:`4Bdh` per student, layer and stage, backward twice that, teachers
+forward only.  Peak memory: above the level before the case, sampled from ``/proc/self/statm``
+every 2 ms (CPU), or ``torch.cuda.max_memory_allocated`` (GPU).
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from resflow import Teacher
-from resflow.engine import train, train_reference
-from resflow.students import StudentSpec
-from resflow.training import TrainConfig
+from ..errors import ConfigError
+from .block import StudentSpec
+from .config import TrainConfig
+from .engine import Trainer, resolve_device
+from .reference_loop import ReferenceLoop
+from .teacher import Teacher
+
+__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "write_bench_json"]
+
+SGEMM_SIZE = 1024
 
 
-def _time_per_step(fn, steps: int) -> float:
-    result = fn()
-    return result.wall_time / steps
+@dataclass(frozen=True, kw_only=True)
+class BenchCase:
+    """Students and teachers timed together: both teachers, Euler students, one bank."""
+
+    name: str
+    width: int
+    teacher_depth: int
+    depths: tuple[int, ...]
+    seeds: int
+    batch: int
+    steps: int  # timed steps per round (after warm-up)
+
+    def build(self, device: str) -> tuple[list[StudentSpec], dict[str, Teacher], TrainConfig]:
+        teachers = {k: Teacher(k, width=self.width, depth=self.teacher_depth, seed=0) for k in ("independent", "tied")}
+        specs = [StudentSpec(t, "euler", d, s) for t in teachers for d in self.depths for s in range(self.seeds)]
+        config = TrainConfig(steps=10**6, batch=self.batch, device=device, eval_every=10**6, eval_batches=1,
+                             eval_batch_size=64)
+        return specs, teachers, config
 
 
-def main(steps: int = 100) -> dict[str, float]:
-    cfg = TrainConfig(steps=steps, batch=512, eval_every=10**9, eval_batches=1, eval_batch_size=64)
-    small = {k: Teacher(k, width=16, depth=32, seed=0) for k in ("independent", "tied")}
-    specs = [StudentSpec(t, "euler", d, s) for t in small for d in (2, 4, 8, 16) for s in range(3)]
-    batched = _time_per_step(lambda: train(specs, small, cfg), steps)
-    reference = _time_per_step(lambda: train_reference(specs, small, cfg), steps)
-    paper = {k: Teacher(k, width=32, depth=128, seed=0) for k in ("independent", "tied")}
-    paper_specs = [StudentSpec(t, "euler", d, 0) for t in paper for d in (6, 12, 16, 24, 32, 48)]
-    study = _time_per_step(lambda: train(paper_specs, paper, TrainConfig(steps=max(steps // 4, 5), batch=1024,
-                                                                          eval_every=10**9, eval_batches=1,
-                                                                          eval_batch_size=64)), max(steps // 4, 5))
-    out = {"batched_s_per_step": batched, "reference_s_per_step": reference, "speedup": reference / batched,
-           "study_scale_s_per_step": study, "threads": torch.get_num_threads()}
-    print(f"cpu preset students ({len(specs)}): batched {batched * 1e3:.1f} ms/step, per-student loop "
-          f"{reference * 1e3:.1f} ms/step, speed-up x{reference / batched:.2f} (torch threads: {out['threads']})")
-    print(f"study scale (width 32, teacher 128, depths 6-48, batch 1024, 1 seed, both teachers): "
-          f"{study * 1e3:.0f} ms/step")
-    return out
+CASES = {
+    # the smooth-vs-rough cpu preset: width 16 (hidden 64), teacher 32, depths 2-16, 3 seeds, batch 512
+    "cpu-preset": BenchCase(name="cpu-preset", width=16, teacher_depth=32, depths=(2, 4, 8, 16), seeds=3, batch=512,
+                            steps=20),
+    # the study's shapes: width 32 (hidden 128), teacher 128, depths 6-48, batch 1024 (one seed)
+    "study": BenchCase(name="study", width=32, teacher_depth=128, depths=(6, 12, 16, 24, 32, 48), seeds=1, batch=1024,
+                       steps=4),
+}
 
 
-if __name__ == "__main__":  # pragma: no cover
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=100)
-    main(parser.parse_args().steps)
+@dataclass(frozen=True, kw_only=True)
+class BenchRow:
+    """One (case, engine) of the bench, medians over rounds."""
+
+    case: str
+    engine: str
+    ms_per_step: float
+    gflops: float  # analytic FLOPs of one step, in GFLOP
+    gflops_per_s: float
+    fraction_of_sgemm: float
+    speedup_vs_loop: float | None
+    peak_mem_mb: float | None
+    sgemm_gflops_per_s: float
+    students: int
+    rounds: int
+    steps_per_round: int
+    device: str
+    threads: int
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def sgemm_gflops(device: torch.device, size: int = SGEMM_SIZE, repeats: int = 10) -> float:
+    """The float32 matmul rate (GFLOP/s) of a ``size`` square matmul on ``device``, best of ``repeats``."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn((size, size), generator=gen).to(device)
+    b = torch.randn((size, size), generator=gen).to(device)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * size**3 / best / 1e9
+
+
+class _PeakMemory:
+    """Peak memory above the level at entry (MB): CUDA allocator stats, or sampled RSS on Linux."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.peak = device, None
+
+    @staticmethod
+    def _rss() -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+        elif Path("/proc/self/statm").exists():
+            self.base, self.top, self.running = self._rss(), 0, True
+
+            def sample() -> None:
+                while self.running:
+                    self.top = max(self.top, self._rss())
+                    time.sleep(0.002)
+
+            self.thread = threading.Thread(target=sample, daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == "cuda":
+            self.peak = (torch.cuda.max_memory_allocated(self.device) - self.base) / 2**20
+        elif hasattr(self, "thread"):
+            self.running = False
+            self.thread.join()
+            self.peak = max(self.top - self.base, 0) / 2**20
+
+
+def _timed(step: Callable[[torch.Tensor], None], batches: list[torch.Tensor], device: torch.device) -> float:
+    """Seconds per step over ``batches`` (after one warm-up step)."""
+    step(batches[0])
+    _sync(device)
+    t0 = time.perf_counter()
+    for x in batches[1:]:
+        step(x)
+    _sync(device)
+    return (time.perf_counter() - t0) / (len(batches) - 1)
+
+
+def run_bench(device: str = "cpu", *, cases: tuple[str, ...] = tuple(CASES), rounds: int = 3,
+              progress: Callable[[str, int, int], None] | None = None) -> list[BenchRow]:
+    """Time the batched engine and the per-student loop on ``cases`` (see the module docstring)."""
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        raise ConfigError(f"unknown bench case(s) {unknown}; choose from {', '.join(CASES)}.")
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ConfigError(f"rounds must be a positive integer; got {rounds!r}.")
+    dev = resolve_device(device)
+    report = progress or (lambda what, done, total: None)
+    trainers, steps = {}, {}
+    for name in cases:
+        specs, teachers, config = CASES[name].build(str(dev))
+        trainers[name] = Trainer(specs, teachers, config)
+        state = trainers[name].init(0)
+        # the engine as train() drives it: its own data stream, teachers run ahead (PREFETCH batches)
+        steps[name] = {"batched": lambda x, t=trainers[name], s=state: t.step(s, *t.next_batch(s)),
+                       "loop": ReferenceLoop(specs, teachers, config).step}
+    times: dict[tuple[str, str], list[float]] = {}
+    sgemm: list[float] = []
+    memory: dict[tuple[str, str], float | None] = {}
+    total, done = rounds * (1 + 2 * len(cases)), 0
+    for _ in range(rounds):
+        report("sgemm", done, total)
+        sgemm.append(sgemm_gflops(dev))
+        done += 1
+        for name in cases:
+            case = CASES[name]
+            gen = torch.Generator().manual_seed(1)
+            batches = [torch.randn((case.batch, case.width), generator=gen).to(dev) for _ in range(case.steps + 1)]
+            for engine, step in steps[name].items():
+                report(f"{name} {engine}", done, total)
+                with _PeakMemory(dev) as peak:
+                    seconds = _timed(step, batches, dev)
+                times.setdefault((name, engine), []).append(seconds)
+                memory[(name, engine)] = peak.peak if memory.get((name, engine)) is None else max(
+                    memory[(name, engine)], peak.peak or 0.0)
+                done += 1
+    report("done", total, total)
+    rows = []
+    for name in cases:
+        trainer = trainers[name]
+        flops = trainer.flops_per_step(CASES[name].batch)
+        for engine in ("batched", "loop"):
+            per_round = times[(name, engine)]
+            loop_ratio = [loop / mine for loop, mine in zip(times[(name, "loop")], per_round, strict=True)]
+            fractions = [flops / seconds / 1e9 / rate for seconds, rate in zip(per_round, sgemm, strict=True)]
+            rows.append(BenchRow(
+                case=name, engine=engine, ms_per_step=statistics.median(per_round) * 1e3, gflops=flops / 1e9,
+                gflops_per_s=flops / statistics.median(per_round) / 1e9,
+                fraction_of_sgemm=statistics.median(fractions),
+                speedup_vs_loop=None if engine == "loop" else statistics.median(loop_ratio),
+                peak_mem_mb=memory[(name, engine)], sgemm_gflops_per_s=statistics.median(sgemm),
+                students=len(trainer.order), rounds=rounds, steps_per_round=CASES[name].steps, device=str(dev),
+                threads=torch.get_num_threads(),
+            ))
+    return rows
+
+
+def write_bench_json(rows: list[BenchRow], path: Path | str) -> Path:
+    """Write the rows as a JSON list (with the machine and versions in each row's ``meta``); never overwrites."""
+    path = Path(path)
+    if path.exists():
+        raise ConfigError(f"{str(path)!r} exists; choose a new file (nothing is overwritten).")
+    meta = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    path.write_text(json.dumps([{**r.to_json(), "meta": meta} for r in rows], indent=1) + "\n")
+    return path

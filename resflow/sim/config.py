@@ -59,8 +59,10 @@ class TrainConfig:
         Largest change of the fitted exponent over the last window for a series to count as converged.
     dtype : {"float32", "float64"}
     device : {"auto", "cpu", "cuda"}
-    tf32, bf16 : bool
-        GPU options: TF32 matmuls; bf16 autocast of the student and teacher forward passes.
+    tf32 : bool
+        GPU only: TF32 matmuls during training (switched on for the training loop, restored after).
+    cuda_graphs : bool
+        GPU only: replay each training step as a CUDA graph (captured after a few eager steps).
     """
 
     steps: int = 4000
@@ -87,7 +89,7 @@ class TrainConfig:
     dtype: str = "float32"
     device: str = "auto"
     tf32: bool = False
-    bf16: bool = False
+    cuda_graphs: bool = True
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -112,7 +114,7 @@ class TrainConfig:
             set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0, high_open=True))
         for name in ("convergence_tol", "exponent_drift_tol"):
             set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
-        for name in ("lr_depth_scaling", "tf32", "bf16"):
+        for name in ("lr_depth_scaling", "tf32", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}.")
 

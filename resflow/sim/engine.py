@@ -1,25 +1,29 @@
-r"""The simulation engine: online teacher--student training, all students of a run batched.
+r"""The training engine: a state/step core and a short driver loop.
 
-Every step draws fresh inputs :math:`x \sim N(0, I_d)`, evaluates each teacher **once**, and
-advances every student (all targets x schemes x depths x seeds x temperatures) in one process:
-one :class:`~resflow.students.StudentBank` per scheme, one backward pass, one
-:class:`~resflow.training.BatchedAdam` step.  Test losses on fresh batches are recorded every
-``eval_every`` steps; the run checkpoints atomically every ``checkpoint_every`` steps (and on
-Ctrl-C) and can be resumed; a student whose loss or gradient becomes NaN/inf is frozen and marked
-failed with the reason while the others go on.
+:class:`Trainer` is the core, built once per run from the students, the teachers and the
+:class:`~resflow.sim.config.TrainConfig`; it holds what never changes (the banks' layout, the
+teachers, per-element learning rates, scratch buffers).  Everything that changes is a
+:class:`~resflow.sim.state.TrainState`:
 
-:func:`train_reference` is the plain per-student loop (``torch.optim.Adam``, one student at a
-time, the same data stream) kept as a reference: the tests check both give the same losses.
+* ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.sim.block.init_student`),
+  zero Adam moments, the data stream;
+* ``state = trainer.step(state, x)`` -- one Adam step on a training batch ``x`` for every student
+  (teachers evaluated once; fused forward/backward, :mod:`resflow.sim.kernels`); a student whose
+  loss or gradient is not finite is frozen and marked failed with the reason;
+* ``trainer.evaluate(state, x)`` -- per-student test loss on a batch.
+
+:func:`train` is the driver: evaluations every ``eval_every`` steps, atomic checkpoints every
+``checkpoint_every`` steps and on Ctrl-C, resume, progress.  No global torch setting is changed:
+TF32 (``train.tf32`` on a GPU) is switched on for the loop only and restored after it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -27,16 +31,23 @@ import torch
 from ..dynamics.fields import rmsnorm
 from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError, IncompatibleOptionsError
+from .bank import StudentBank
+from .block import StudentSpec
 from .config import TrainConfig, lr_multiplier, student_lr
-from .optim import BatchedAdam
+from .data import DataStream
+from .graphs import StepGraphs
+from .kernels import bank_backward, bank_forward, kl_head, mse_head
+from .optim import AdamSettings, adam_apply, adam_scalars
 from .results import TrainingResult
-from .students import StudentBank, StudentSpec
+from .state import CHECKPOINT_NAME, TrainState, load_checkpoint, save_checkpoint
+from .targets import Targets
 from .teacher import Teacher
 
-__all__ = ["DataStream", "train", "resolve_device", "StateMetrics", "CHECKPOINT_NAME"]
+__all__ = ["Trainer", "train", "resolve_device", "StateMetrics", "CHECKPOINT_NAME", "METRIC_BATCH"]
 
-CHECKPOINT_NAME = "checkpoint.pt"
 METRIC_BATCH = 1024  # inputs used for the hidden-state metrics of the trained students
+PREFETCH = 8  # training batches drawn at once, their teacher outputs computed in one pass
+METRIC_SEED = 12345
 StateMetrics = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 """``states (L + 1, n, d) -> {name: per-layer values (layers, n)}``, e.g. :func:`resflow.analysis.token_metrics`."""
 
@@ -50,97 +61,208 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-class DataStream:
-    """Fresh inputs for training and evaluation, drawn on the CPU from two seeded generators
-    (so a seed gives the same data on every device, and a checkpoint can restore the stream)."""
-
-    def __init__(self, seed: int, width: int, dtype: torch.dtype, device: torch.device) -> None:
-        self.width, self.dtype, self.device = width, dtype, device
-        self.train_gen = torch.Generator().manual_seed(seed)
-        self.eval_gen = torch.Generator().manual_seed(seed + 0x5EED)
-
-    def train_batch(self, batch: int) -> torch.Tensor:
-        return torch.randn((batch, self.width), generator=self.train_gen, dtype=self.dtype).to(self.device)
-
-    def eval_batch(self, batch: int) -> torch.Tensor:
-        return torch.randn((batch, self.width), generator=self.eval_gen, dtype=self.dtype).to(self.device)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        return {"train": self.train_gen.get_state(), "eval": self.eval_gen.get_state()}
-
-    def load(self, state: dict[str, torch.Tensor]) -> None:
-        self.train_gen.set_state(state["train"])
-        self.eval_gen.set_state(state["eval"])
-
-
-class _Targets:
-    """Teacher outputs for one batch: computed once, gathered per student."""
-
-    def __init__(self, teachers: dict[str, Teacher], temperatures: list[float], config: TrainConfig):
-        self.labels = list(teachers)
-        self.teachers = teachers
-        self.temperatures = temperatures
-        self.config = config
-
-    @torch.no_grad()
-    def __call__(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        finals = torch.stack([self.teachers[k](x) for k in self.labels])  # (n_teachers, B, d)
-        out = {"final": finals}
-        if self.config.loss == "kl":
-            heads = torch.stack([self.teachers[k].head for k in self.labels])  # (n_teachers, V, d)
-            logits = torch.bmm(finals, heads.transpose(1, 2))  # (n_teachers, B, V)
-            temps = torch.tensor(self.temperatures, dtype=x.dtype, device=x.device)
-            out["logp"] = torch.log_softmax(logits[:, None] / temps[None, :, None, None], dim=-1)
-            out["heads"] = heads
-        return out
-
-
-class _BankLoss:
-    """Per-student loss of one bank against the shared targets."""
-
-    def __init__(self, bank: StudentBank, labels: list[str], temperatures: list[float], config: TrainConfig):
-        device = bank.W1.device
-        self.bank, self.config = bank, config
-        self.teacher_idx = torch.tensor([labels.index(s.target) for s in bank.specs], device=device)
-        if config.loss == "kl":
-            self.temp_idx = torch.tensor([temperatures.index(s.temperature) for s in bank.specs], device=device)
-            self.temps = torch.tensor([s.temperature for s in bank.specs], dtype=bank.W1.dtype, device=device)
-
-    def __call__(self, h: torch.Tensor, targets: dict[str, torch.Tensor]) -> torch.Tensor:
-        if self.config.loss == "mse":
-            return (rmsnorm(h) - targets["final"][self.teacher_idx]).square().mean(dim=(1, 2))
-        logp = targets["logp"][self.teacher_idx, self.temp_idx]  # (n, B, V)
-        if self.config.head == "learned":
-            logits = self.bank.logits(h)
-        else:
-            heads = targets["heads"][self.teacher_idx]
-            logits = torch.bmm(rmsnorm(h), heads.transpose(1, 2)) / self.temps[:, None, None]
-        logq = torch.log_softmax(logits, dim=-1)
-        return (logp.exp() * (logp - logq)).sum(-1).mean(-1)
-
-
-def _check_specs(specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
+def _check(specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
     if not specs:
         raise ConfigError("no students to train: give at least one depth, scheme, seed and target.")
+    if not teachers:
+        raise ConfigError("no teachers: give at least one target, e.g. {'tied': Teacher('tied')}.")
     for s in specs:
         if s.target not in teachers:
             raise ConfigError(f"student target {s.target!r} has no teacher; teachers are {sorted(teachers)}.")
         get_tableau(s.scheme)
         if config.loss == "kl" and s.temperature not in config.temperatures:
             raise ConfigError(f"student temperature {s.temperature} is not in temperatures {config.temperatures}.")
-    widths = {t.width for t in teachers.values()}
+    widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
     if len(widths) != 1:
-        raise ConfigError(f"all teachers of a run must have one width; got {sorted(widths)}.")
+        raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+class Trainer:
+    """The static part of a run, and its ``init``/``step``/``evaluate`` functions (module docstring)."""
+
+    def __init__(self, specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
+        _check(specs, teachers, config)
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.dtype = getattr(torch, config.dtype)
+        any_teacher = next(iter(teachers.values()))
+        self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
+        self.temperatures = sorted(set(config.temperatures))
+        self.targets = Targets(teachers, self.temperatures, config.loss == "kl", self.dtype, self.device)
+        self.banks = [StudentBank([s for s in specs if s.scheme == scheme], self.width, hidden, vocab)
+                      for scheme in sorted({s.scheme for s in specs})]
+        self.order = [s for bank in self.banks for s in bank.specs]
+        self.adam = AdamSettings(config.adam_beta1, config.adam_beta2, config.adam_eps)
+        self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype).to(self.device)
+                   for bank in self.banks]
+        self.grads = [torch.zeros(bank.size, dtype=self.dtype, device=self.device) for bank in self.banks]
+        self.work = [torch.empty_like(g) for g in self.grads]
+        labels = self.targets.labels
+        self.teacher_index = [torch.tensor([labels.index(s.target) for s in b.specs], device=self.device)
+                              for b in self.banks]
+        if config.loss == "kl":
+            self.temp_index = [torch.tensor([self.temperatures.index(s.temperature) for s in b.specs],
+                                            device=self.device) for b in self.banks]
+            # a learned head is trained at T = 1; the teacher's shared head is read at the teacher's T
+            self.head_temperature = [torch.tensor([1.0 if config.head == "learned" else s.temperature
+                                                   for s in b.specs], dtype=self.dtype, device=self.device)
+                                     for b in self.banks]
+        self._views: dict[tuple, tuple] = {}
+        self.graphs = StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs else None
+
+    # ------------------------------------------------------------------ the core
+    def fingerprint(self, seed: int) -> dict:
+        """What a checkpoint must match to be resumed by this trainer."""
+        return {"config": self.config.to_json(), "specs": [repr(s) for s in self.order], "seed": seed,
+                "teachers": {k: t.config.to_json() for k, t in self.targets.teachers.items()}}
+
+    def init(self, seed: int = 0) -> TrainState:
+        """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it, zero Adam moments,
+        the data stream of ``seed``."""
+        params = [bank.initial_parameters(self.dtype).to(self.device) for bank in self.banks]
+        return TrainState(step=0, params=params, adam_m=[torch.zeros_like(p) for p in params],
+                          adam_v=[torch.zeros_like(p) for p in params],
+                          data=DataStream(seed, self.width, self.dtype, self.device),
+                          failed=torch.zeros(len(self.order), dtype=torch.bool), reasons=[""] * len(self.order))
+
+    def _layers(self, k: int, flat: torch.Tensor):
+        key = (k, flat.data_ptr())
+        if key not in self._views:
+            self._views[key] = (self.banks[k].layers(flat), self.banks[k].head(flat))
+        return self._views[key]
+
+    def _bank_loss(self, k: int, final: torch.Tensor, targets: dict, params: torch.Tensor, with_grad: bool):
+        """Per-student loss of bank ``k`` and its gradient with respect to the final states."""
+        index = self.teacher_index[k]
+        if self.config.loss == "mse":
+            return mse_head(final, targets["final"][index], with_grad)
+        logp = targets["logp"][index, self.temp_index[k]]
+        _, head = self._layers(k, params)
+        if self.config.head == "shared":
+            head = targets["heads"][index]
+        g_head = self._layers(k, self.grads[k])[1] if self.config.head == "learned" else None
+        return kl_head(final, head, logp, self.head_temperature[k], g_head, with_grad)
+
+    def next_batch(self, state: TrainState) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next training batch and its teachers' final states.
+
+        Batches are drawn ``PREFETCH`` at a time (the same draws, in the same order, as one by one)
+        and the teachers run once on all of them; the ones not yet used wait in ``state.pending``
+        (and in checkpoints), so a resumed run sees exactly the batches and targets it would have seen.
+        """
+        if not state.pending:
+            xs = [state.data.train_batch(self.config.batch) for _ in range(PREFETCH)]
+            finals = self.targets.final_states(torch.cat(xs)).split(self.config.batch, dim=1)
+            state.pending = list(zip(xs, finals, strict=True))
+        return state.pending.pop(0)
+
+    def _gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+        """Every student's training loss on ``x`` (trainer order); writes the gradients into ``self.grads``.
+        ``finals`` are the teachers' final states on ``x`` if already computed."""
+        targets = self.targets.outputs(self.targets.final_states(x) if finals is None else finals)
+        h0 = rmsnorm(x)
+        losses = []
+        for k, bank in enumerate(self.banks):
+            layers, _ = self._layers(k, params[k])
+            final, saved = bank_forward(h0, layers, bank.a, bank.b, save=True)
+            loss, g_final = self._bank_loss(k, final, targets, params[k], with_grad=True)
+            bank_backward(g_final, layers, self._layers(k, self.grads[k])[0], bank.a, bank.b, saved)
+            losses.append(loss)
+        return torch.cat(losses)
+
+    def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
+        """One Adam step of every active student on the batch ``x`` (batch, width); returns the state
+        (its buffers are updated in place).  ``finals``: the teachers' final states on ``x``, if known
+        (:meth:`next_batch`)."""
+        coef, bias2_sqrt = adam_scalars(state.step + 1, lr_multiplier(state.step, self.config), self.adam)
+        if finals is None:
+            finals = self.targets.final_states(x)
+        if self.graphs is not None and self.graphs.ready(state):
+            losses = self.graphs.step(state, x, finals, coef, bias2_sqrt)
+        else:
+            losses = self._gradients(state.params, x, finals)
+            self._check(state, losses)
+            for k in range(len(self.banks)):
+                adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr[k], self.adam,
+                           self.work[k], coef, bias2_sqrt)
+        state.step += 1
+        state.last_loss = losses
+        return state
+
+    def _check(self, state: TrainState, losses: torch.Tensor) -> bool:
+        """Isolate the students whose loss or gradient is not finite; True when every student is fine."""
+        fine, offset = True, 0
+        for k, bank in enumerate(self.banks):
+            fine &= self._isolate_failures(state, k, offset, losses[offset:offset + len(bank)])
+            offset += len(bank)
+        return fine
+
+    def _isolate_failures(self, state: TrainState, k: int, offset: int, loss: torch.Tensor) -> bool:
+        """Freeze (learning rate 0, gradient 0) the students of bank ``k`` whose loss or gradient is not
+        finite; True when none of them is frozen."""
+        bank, grads = self.banks[k], self.grads[k]
+        bad_loss = ~torch.isfinite(loss).cpu()
+        # one reduction for the common case: the sum of the gradients is finite unless an element is not
+        # (or the sum overflows, when the per-student check below finds nothing to freeze)
+        all_finite = bool(torch.isfinite(grads.sum()))
+        bad_grad = torch.zeros_like(bad_loss) if all_finite else ~bank.finite_students(grads)
+        new = (bad_loss | bad_grad) & ~state.failed[offset:offset + len(bank)]
+        for j in torch.nonzero(new).flatten().tolist():
+            state.failed[offset + j] = True
+            state.reasons[offset + j] = (f"loss became {float(loss[j])} at step {state.step}" if bad_loss[j]
+                                         else f"gradient became non-finite at step {state.step}")
+        frozen = state.failed[offset:offset + len(bank)]
+        if frozen.any():
+            mask = bank.per_element((~frozen).double().tolist(), self.dtype).to(self.device).bool()
+            self.lr[k].mul_(mask)
+            torch.where(mask, grads, torch.zeros((), dtype=grads.dtype, device=grads.device), out=grads)
+        return not bool(frozen.any())
+
+    @torch.no_grad()
+    def evaluate(self, state: TrainState, x: torch.Tensor) -> torch.Tensor:
+        """Per-student test loss on the batch ``x`` (CPU float64, trainer order; NaN for failed students)."""
+        targets = self.targets(x)
+        h0 = rmsnorm(x)
+        out = []
+        for k, bank in enumerate(self.banks):
+            final, _ = bank_forward(h0, self._layers(k, state.params[k])[0], bank.a, bank.b)
+            out.append(self._bank_loss(k, final, targets, state.params[k], with_grad=False)[0])
+        values = torch.cat(out).double().cpu()
+        values[state.failed] = math.nan
+        return values
+
+    @torch.no_grad()
+    def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x``, (depth + 1, B, d)."""
+        offset = 0
+        for k, bank in enumerate(self.banks):
+            _, _, states = bank_forward(rmsnorm(x), self._layers(k, state.params[k])[0], bank.a, bank.b,
+                                        return_states=True)
+            for i, spec in enumerate(bank.specs):
+                yield offset + i, torch.stack([states[layer][i] for layer in range(spec.depth + 1)])
+            offset += len(bank)
+
+    def flops_per_step(self, batch: int) -> float:
+        """Analytic FLOPs of one training step: every student's forward and backward, every teacher's forward."""
+        teachers = sum(4.0 * batch * t.width * t.config.hidden * t.depth for t in self.targets.teachers.values())
+        return sum(bank.flops_per_step(batch) for bank in self.banks) + teachers
+
+    @contextlib.contextmanager
+    def precision(self) -> Iterator[None]:
+        """TF32 matmuls for the duration of the block when ``train.tf32`` is set on a GPU; restored after."""
+        if not (self.config.tf32 and self.device.type == "cuda"):
+            yield
+            return
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
 
 
+# ------------------------------------------------------------------------------------------ driver
 def train(
     specs: list[StudentSpec],
     teachers: dict[str, Teacher],
@@ -153,13 +275,13 @@ def train(
     stop_after: int | None = None,
     state_metrics: StateMetrics | None = None,
 ) -> TrainingResult:
-    """Train all ``specs`` against their teachers, batched.
+    """Train all ``specs`` against their teachers, batched (see the module docstring).
 
     Parameters
     ----------
     specs : list of StudentSpec
     teachers : dict
-        Target label -> :class:`~resflow.Teacher` (every ``spec.target`` must be a key).
+        Target label -> :class:`~resflow.sim.Teacher` (every ``spec.target`` must be a key).
     config : TrainConfig
     seed : int
         Seed of the data stream (student initialisations come from each spec's seed).
@@ -168,174 +290,85 @@ def train(
     resume : bool
         Continue from ``run_dir/checkpoint.pt``.
     progress : callable, optional
-        Called as ``progress(step, total, losses)`` about every 1% of training.
+        ``progress(step, total, mean train loss per target)``, about every 1% of training.
     stop_after : int, optional
         Stop (after checkpointing) once this many steps are done; for tests of resumption.
     state_metrics : callable, optional
         Hidden-state metrics to record for every trained student (per-layer means over
         ``METRIC_BATCH`` fixed inputs), e.g. :func:`resflow.analysis.token_metrics`.
     """
-    _check_specs(specs, teachers, config)
-    device = resolve_device(config.device)
-    dtype = getattr(torch, config.dtype)
-    if config.tf32 and device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-    width = next(iter(teachers.values())).width
-    hidden = next(iter(teachers.values())).config.hidden
-    vocab = next(iter(teachers.values())).config.vocab
-    teachers = {k: t.to(device=device, dtype=dtype) for k, t in teachers.items()}
-    temperatures = sorted(set(config.temperatures))
-    target_fn = _Targets(teachers, temperatures, config)
-    banks = [StudentBank([s for s in specs if s.scheme == scheme], width, hidden, vocab, dtype, device)
-             for scheme in sorted({s.scheme for s in specs})]
-    losses = [_BankLoss(b, target_fn.labels, temperatures, config) for b in banks]
-    optimisers = [
-        BatchedAdam(b.parameters, torch.tensor([student_lr(s.depth, config) for s in b.specs], dtype=dtype,
-                                               device=device),
-                    betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
-        for b in banks
-    ]
-    order = [s for b in banks for s in b.specs]
-    n = len(order)
-    stream = DataStream(seed, width, dtype, device)
-    failed = torch.zeros(n, dtype=torch.bool)
-    reasons = [""] * n
-    eval_steps: list[int] = []
-    history: list[np.ndarray] = []
-    start_step = 0
+    trainer = Trainer(specs, teachers, config)
+    state = trainer.init(seed)
+    fingerprint = trainer.fingerprint(seed)
     checkpoint = None if run_dir is None else Path(run_dir) / CHECKPOINT_NAME
-    fingerprint = {"config": config.to_json(), "specs": [repr(s) for s in order], "seed": seed,
-                   "teachers": {k: t.config.to_json() for k, t in teachers.items()}}
-
     if resume:
-        if checkpoint is None or not checkpoint.exists():
-            raise ConfigError(f"nothing to resume: no checkpoint at {checkpoint}.")
-        state = torch.load(checkpoint, map_location=device, weights_only=False)
-        if state["fingerprint"] != fingerprint:
-            raise IncompatibleOptionsError(
-                f"the checkpoint at {checkpoint} was written by a different configuration; resume with the "
-                "same experiment, preset and --set options, or start a new run."
-            )
-        for bank, opt, saved_params, saved_opt in zip(banks, optimisers, state["params"], state["optim"], strict=True):
-            with torch.no_grad():
-                for p, q in zip(bank.parameters, saved_params, strict=True):
-                    p.copy_(q)
-            opt.load_state_dict(saved_opt)
-        stream.load(state["stream"])
-        failed = state["failed"].clone()
-        reasons = list(state["reasons"])
-        eval_steps, history = list(state["eval_steps"]), list(state["history"])
-        start_step = state["step"]
-
-    def save(step: int) -> None:
         if checkpoint is None:
-            return
-        _atomic_save({
-            "fingerprint": fingerprint, "step": step, "stream": stream.state(),
-            "params": [[p.detach() for p in b.parameters] for b in banks],
-            "optim": [o.state_dict() for o in optimisers], "failed": failed, "reasons": reasons,
-            "eval_steps": eval_steps, "history": history,
-        }, checkpoint)
+            raise ConfigError("nothing to resume: no run directory given.")
+        state.load(load_checkpoint(checkpoint, fingerprint))
+
+    def save() -> None:
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, state, fingerprint)
 
     def evaluate(keep_batches: bool = False):
-        per_batch = []
-        with torch.no_grad():
-            for _ in range(config.eval_batches):
-                x = stream.eval_batch(config.eval_batch_size)
-                targets = target_fn(x)
-                per_batch.append(torch.cat([loss(b.forward(x), targets) for b, loss in zip(banks, losses,
-                                                                                           strict=True)]).cpu())
-        values = torch.stack(per_batch, dim=1).double().numpy()  # (n, K)
-        values[failed.numpy()] = np.nan
-        return values if keep_batches else values.mean(axis=1)
+        losses = np.stack([trainer.evaluate(state, state.data.eval_batch(config.eval_batch_size)).numpy()
+                           for _ in range(config.eval_batches)], axis=1)  # (n, K)
+        return losses if keep_batches else losses.mean(axis=1)
 
     t0 = time.perf_counter()
-    step = start_step
-    train_loss = torch.zeros(n, dtype=torch.float64)
-    autocast = (torch.autocast(device_type="cuda", dtype=torch.bfloat16) if config.bf16 and device.type == "cuda"
-                else contextlib.nullcontext())
-    try:
-        while step < config.steps:
-            if step % config.eval_every == 0 and (not eval_steps or eval_steps[-1] != step):
-                eval_steps.append(step)
-                history.append(evaluate())
-            x = stream.train_batch(config.batch)
-            with autocast:
-                targets = target_fn(x)
-                per_student = torch.cat([loss(b.forward(x), targets) for b, loss in zip(banks, losses, strict=True)])
-            per_student = per_student.float() if per_student.dtype == torch.bfloat16 else per_student
-            finite = torch.isfinite(per_student.detach()).cpu()
-            for i in torch.nonzero(~finite & ~failed).flatten().tolist():
-                failed[i] = True
-                reasons[i] = f"loss became {float(per_student[i].detach())} at step {step}"
-            active = (~failed).to(per_student.device)
-            total = torch.where(active, per_student, torch.zeros((), dtype=per_student.dtype,
-                                                                 device=per_student.device)).sum()
-            for b in banks:
-                for p in b.parameters:
-                    p.grad = None
-            total.backward()
-            offset = 0
-            for b, opt in zip(banks, optimisers, strict=True):
-                size = len(b)
-                grad_ok = torch.stack([torch.isfinite(p.grad).reshape(size, -1).all(dim=1) for p in b.parameters
-                                       if p.grad is not None]).all(dim=0).cpu()
-                for j in torch.nonzero(~grad_ok).flatten().tolist():
-                    if not failed[offset + j]:
-                        failed[offset + j] = True
-                        reasons[offset + j] = f"gradient became non-finite at step {step}"
-                opt.step(lr_multiplier(step, config), (~failed[offset:offset + size]).to(device))
-                offset += size
-            train_loss = per_student.detach().double().cpu()
-            step += 1
-            if progress is not None and (step % max(config.steps // 100, 1) == 0 or step == config.steps):
-                progress(step, config.steps, _summary(order, train_loss, failed))
-            if step % config.checkpoint_every == 0 or (stop_after is not None and step >= stop_after):
-                save(step)
-                if stop_after is not None and step >= stop_after:
-                    break
-    except KeyboardInterrupt:
-        save(step)
-        raise
-    finished = step >= config.steps
-    final_batches = evaluate(keep_batches=True) if finished else np.full((n, config.eval_batches), np.nan)
-    if finished:
-        eval_steps.append(step)
-        history.append(final_batches.mean(axis=1))
-        save(step)
-    hidden = _hidden_metrics(banks, stream, state_metrics) if state_metrics is not None else {}
+    report_every = max(config.steps // 100, 1)
+    with trainer.precision():
+        try:
+            while state.step < config.steps:
+                if state.step % config.eval_every == 0 and (not state.eval_steps or state.eval_steps[-1] != state.step):
+                    state.eval_steps.append(state.step)
+                    state.history.append(evaluate())
+                state = trainer.step(state, *trainer.next_batch(state))
+                if progress is not None and (state.step % report_every == 0 or state.step == config.steps):
+                    progress(state.step, config.steps, _summary(trainer.order, state))
+                if state.step % config.checkpoint_every == 0 or (stop_after is not None and state.step >= stop_after):
+                    save()
+                    if stop_after is not None and state.step >= stop_after:
+                        break
+        except KeyboardInterrupt:
+            save()
+            raise
+        finished = state.step >= config.steps
+        n = len(trainer.order)
+        final_batches = evaluate(keep_batches=True) if finished else np.full((n, config.eval_batches), np.nan)
+        if finished:
+            state.eval_steps.append(state.step)
+            state.history.append(final_batches.mean(axis=1))
+            save()
+        hidden = _hidden_metrics(trainer, state, state_metrics) if state_metrics is not None else {}
     return TrainingResult(
-        specs=order, eval_steps=eval_steps, test_loss=np.stack(history, axis=1),
-        final_batches=final_batches, failed=failed.numpy(), fail_reason=reasons,
-        hidden=hidden, wall_time=time.perf_counter() - t0,
-        device=str(device), steps_done=step,
+        specs=trainer.order, eval_steps=list(state.eval_steps), test_loss=np.stack(state.history, axis=1),
+        final_batches=final_batches, failed=state.failed.numpy().copy(), fail_reason=list(state.reasons),
+        hidden=hidden, wall_time=time.perf_counter() - t0, device=str(trainer.device), steps_done=state.step,
     )
 
 
-def _summary(order: list[StudentSpec], losses: torch.Tensor, failed: torch.Tensor) -> dict[str, float]:
+def _summary(order: list[StudentSpec], state: TrainState) -> dict[str, float]:
     out: dict[str, list[float]] = {}
-    for spec, value, bad in zip(order, losses.tolist(), failed.tolist(), strict=True):
+    for spec, value, bad in zip(order, state.last_loss.double().cpu().tolist(), state.failed.tolist(), strict=True):
         if not bad:
             out.setdefault(spec.target, []).append(value)
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
-def _hidden_metrics(banks: list[StudentBank], stream: DataStream, metrics: StateMetrics) -> dict[str, np.ndarray]:
-    """Per-layer means of ``metrics`` of every trained student (bank order), NaN-padded to ``max_depth + 1``."""
-    max_depth = max(b.max_depth for b in banks)
-    x = torch.randn((METRIC_BATCH, stream.width), generator=torch.Generator().manual_seed(12345),
-                    dtype=stream.dtype).to(stream.device)
-    per_student: list[dict[str, np.ndarray]] = []
-    with torch.no_grad():
-        for bank in banks:
-            _, states = bank.forward(x, return_states=True)
-            for i, spec in enumerate(bank.specs):
-                traj = torch.stack([states[0][i]] + [states[layer + 1][i] for layer in range(spec.depth)])
-                values = metrics(traj) if spec.depth >= 2 else {}
-                per_student.append({k: v.mean(dim=-1).cpu().numpy() for k, v in values.items()})
-    names = list(dict.fromkeys(k for values in per_student for k in values))
-    out = {name: np.full((len(per_student), max_depth + 1), np.nan) for name in names}
-    for i, values in enumerate(per_student):
+def _hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) -> dict[str, np.ndarray]:
+    """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to ``max_depth + 1``."""
+    max_depth = max(s.depth for s in trainer.order)
+    x = torch.randn((METRIC_BATCH, trainer.width), generator=torch.Generator().manual_seed(METRIC_SEED),
+                    dtype=trainer.dtype).to(trainer.device)
+    per_student: dict[int, dict[str, np.ndarray]] = {}
+    for i, states in trainer.hidden_states(state, x):
+        values = metrics(states) if states.shape[0] >= 3 else {}
+        per_student[i] = {k: v.mean(dim=-1).cpu().numpy() for k, v in values.items()}
+    names = list(dict.fromkeys(k for values in per_student.values() for k in values))
+    out = {name: np.full((len(trainer.order), max_depth + 1), np.nan) for name in names}
+    for i, values in per_student.items():
         for name, mean in values.items():
             out[name][i, : mean.shape[0]] = mean
     return out
+

@@ -1,68 +1,45 @@
-r"""A batched Adam: one optimiser over parameters stacked along a student axis.
+r"""Adam on a flat parameter buffer with a learning rate per element.
 
-Students of different depths have different learning rates, so the optimiser is batched over
-students with a per-student learning rate; it performs exactly the update of
-:class:`torch.optim.Adam` (Kingma & Ba 2015, non-fused, no weight decay) for each student, which
-the per-student reference loop uses.
+Students of different depths have different learning rates (:math:`c\cdot\mathrm{base}/\sqrt\ell`),
+so the engine keeps every parameter of a bank in one flat buffer with a matching flat buffer of
+learning rates and updates it in a handful of vectorised passes.  The update of each element is
+that of :class:`torch.optim.Adam` (Kingma & Ba 2015; non-fused, no weight decay):
+:math:`m \leftarrow \beta_1 m + (1-\beta_1) g`, :math:`v \leftarrow \beta_2 v + (1-\beta_2) g^2`,
+:math:`p \leftarrow p - \frac{\mathrm{lr}}{1-\beta_1^t}\, m / (\sqrt{v}/\sqrt{1-\beta_2^t} + \epsilon)`,
+which the per-student reference loop uses; a frozen (failed) student has learning rate 0.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
-__all__ = ["BatchedAdam"]
+__all__ = ["AdamSettings", "adam_scalars", "adam_apply"]
 
 
-class BatchedAdam:
-    """Adam over parameters stacked along a leading student axis, with one learning rate per student.
+@dataclass(frozen=True)
+class AdamSettings:
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
 
-    Parameters
-    ----------
-    params : list of torch.Tensor
-        Leaf tensors of shape ``(n_students, ...)``.
-    lr : torch.Tensor, shape (n_students,)
-        Full learning rate per student (multiplied by the schedule factor at each step).
-    betas, eps
-        As in :class:`torch.optim.Adam`.
 
-    The update of student ``n`` is, elementwise, that of ``torch.optim.Adam`` (non-fused, no
-    weight decay): :math:`p \\mathrel{-}= \\frac{\\mathrm{lr}}{1-\\beta_1^t}\\,
-    m / (\\sqrt{v}/\\sqrt{1-\\beta_2^t} + \\epsilon)`.  Students flagged inactive are left untouched.
-    """
+def adam_scalars(t: int, multiplier: float, settings: AdamSettings) -> tuple[float, float]:
+    """``(-lr multiplier / (1 - beta1^t), sqrt(1 - beta2^t))``: the step's scalar factors."""
+    return -multiplier / (1.0 - settings.beta1**t), math.sqrt(1.0 - settings.beta2**t)
 
-    def __init__(self, params: list[torch.Tensor], lr: torch.Tensor, betas=(0.9, 0.999), eps: float = 1e-8):
-        self.params = params
-        self.lr = lr
-        self.beta1, self.beta2 = betas
-        self.eps = eps
-        self.t = 0
-        self.m = [torch.zeros_like(p) for p in params]
-        self.v = [torch.zeros_like(p) for p in params]
 
-    @torch.no_grad()
-    def step(self, multiplier: float, active: torch.Tensor) -> None:
-        self.t += 1
-        bias1 = 1.0 - self.beta1**self.t
-        bias2_sqrt = math.sqrt(1.0 - self.beta2**self.t)
-        step_size = self.lr * multiplier / bias1
-        for p, m, v in zip(self.params, self.m, self.v, strict=True):
-            if p.grad is None:
-                continue
-            shape = (-1,) + (1,) * (p.ndim - 1)
-            keep = active.view(shape)
-            grad = torch.where(keep, p.grad, torch.zeros((), dtype=p.dtype, device=p.device))
-            m.copy_(torch.where(keep, m * self.beta1 + grad * (1 - self.beta1), m))
-            v.copy_(torch.where(keep, v * self.beta2 + grad * grad * (1 - self.beta2), v))
-            denom = v.sqrt() / bias2_sqrt + self.eps
-            p.copy_(torch.where(keep, p - step_size.view(shape) * (m / denom), p))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"t": self.t, "m": self.m, "v": self.v, "lr": self.lr}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.t = state["t"]
-        for dst, src in zip(self.m + self.v, state["m"] + state["v"], strict=True):
-            dst.copy_(src)
+def adam_apply(param: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torch.Tensor, lr: torch.Tensor,
+               settings: AdamSettings, work: torch.Tensor, coef: float | torch.Tensor,
+               bias2_sqrt: float | torch.Tensor) -> None:
+    """The update with the scalar factors given as numbers or as 0-d tensors (for CUDA graph replay)."""
+    m.lerp_(grad, 1.0 - settings.beta1)
+    v.mul_(settings.beta2).addcmul_(grad, grad, value=1.0 - settings.beta2)
+    torch.sqrt(v, out=work).div_(bias2_sqrt).add_(settings.eps)
+    torch.div(m, work, out=work).mul_(lr)
+    if isinstance(coef, torch.Tensor):
+        param.addcmul_(work, coef)
+    else:
+        param.add_(work, alpha=coef)

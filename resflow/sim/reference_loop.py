@@ -1,7 +1,11 @@
-"""The per-student reference loop: each student trained on its own with ``torch.optim.Adam``.
+"""The per-student reference loop: each student trained on its own, with autograd and ``torch.optim.Adam``.
 
-Kept as a reference for the batched engine (:func:`resflow.sim.engine.train`): the same data
-stream, schedule and evaluation, one student at a time, so the tests can check both agree.
+The plain way to train the students of :mod:`resflow.sim.block`: one student at a time, its
+forward through :func:`~resflow.sim.block.student_forward`, its loss through
+:func:`~resflow.sim.block.mse_loss`/:func:`~resflow.sim.block.kl_loss`, gradients by autograd,
+``torch.optim.Adam``; the same data stream, schedule and evaluation as the batched engine
+(:func:`resflow.sim.engine.train`).  It is the baseline of ``resflow bench`` and the reference of
+the engine's equivalence test.  CPU or GPU; no checkpoints.
 """
 
 from __future__ import annotations
@@ -11,69 +15,83 @@ import time
 import numpy as np
 import torch
 
-from ..dynamics.fields import rmsnorm
-from ..dynamics.stepper import rk_stages
 from ..dynamics.tableau import get_tableau
+from .block import StudentSpec, init_student, kl_loss, mse_loss, student_forward, student_logits
 from .config import TrainConfig, lr_multiplier, student_lr
-from .engine import DataStream, _check_specs, _Targets
+from .data import DataStream
+from .engine import _check, resolve_device
 from .results import TrainingResult
-from .students import StudentSpec, init_student_parameters
+from .targets import Targets
 from .teacher import Teacher
 
-__all__ = ["train_reference"]
+__all__ = ["ReferenceLoop", "train_reference"]
+
+
+class ReferenceLoop:
+    """The students of ``specs`` as separate models with separate ``torch.optim.Adam`` optimisers.
+
+    ``loop.step(x)`` trains every student on the batch ``x``, one after the other;
+    ``loop.evaluate(x)`` returns their test losses (students in :meth:`StudentSpec.sort_key` order).
+    """
+
+    def __init__(self, specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
+        _check(specs, teachers, config)
+        self.config = config
+        self.dtype = getattr(torch, config.dtype)
+        self.device = resolve_device(config.device)
+        any_teacher = next(iter(teachers.values()))
+        self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
+        self.temperatures = sorted(set(config.temperatures))
+        self.targets = Targets(teachers, self.temperatures, config.loss == "kl", self.dtype, self.device)
+        self.order = sorted(specs, key=StudentSpec.sort_key)
+        self.students = []
+        for spec in self.order:
+            params = {k: v.to(self.device).requires_grad_(True)
+                      for k, v in init_student(spec, self.width, hidden, vocab, self.dtype).items()}
+            opt = torch.optim.Adam(list(params.values()), lr=student_lr(spec.depth, config),
+                                   betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
+                                   foreach=False, fused=False)
+            self.students.append((spec, params, opt, get_tableau(spec.scheme)))
+        self.steps_done = 0
+
+    def _loss(self, spec: StudentSpec, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:
+        t = self.targets.labels.index(spec.target)
+        h = student_forward(params, x, tableau)
+        if self.config.loss == "mse":
+            return mse_loss(h, out["final"][t])
+        logp = out["logp"][t, self.temperatures.index(spec.temperature)]
+        if self.config.head == "learned":
+            return kl_loss(student_logits(h, params["head"]), logp)
+        return kl_loss(student_logits(h, out["heads"][t], spec.temperature), logp)
+
+    def step(self, x: torch.Tensor) -> None:
+        out = self.targets(x)
+        factor = lr_multiplier(self.steps_done, self.config)
+        for spec, params, opt, tableau in self.students:
+            for group in opt.param_groups:
+                group["lr"] = student_lr(spec.depth, self.config) * factor
+            opt.zero_grad()
+            self._loss(spec, params, tableau, x, out).backward()
+            opt.step()
+        self.steps_done += 1
+
+    @torch.no_grad()
+    def evaluate(self, x: torch.Tensor) -> list[float]:
+        out = self.targets(x)
+        return [float(self._loss(s, p, tab, x, out)) for s, p, _, tab in self.students]
 
 
 def train_reference(
     specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig, *, seed: int = 0
 ) -> TrainingResult:
-    """The plain per-student loop: each student a list of per-stage MLP layers trained with
-    ``torch.optim.Adam``; same data stream, schedule and evaluation as :func:`train`.  CPU only."""
-    _check_specs(specs, teachers, config)
-    dtype = getattr(torch, config.dtype)
-    device = torch.device("cpu")
-    any_teacher = next(iter(teachers.values()))
-    width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
-    teachers = {k: t.to(dtype=dtype) for k, t in teachers.items()}
-    temperatures = sorted(set(config.temperatures))
-    target_fn = _Targets(teachers, temperatures, config)
-    order = sorted(specs, key=StudentSpec.sort_key)
-    students = []
-    for spec in order:
-        init = init_student_parameters(spec, width, hidden, vocab, dtype)
-        params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
-        opt = torch.optim.Adam(list(params.values()), lr=student_lr(spec.depth, config),
-                               betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
-                               foreach=False, fused=False)
-        students.append((spec, params, opt, get_tableau(spec.scheme)))
+    """Train every student of ``specs`` one by one (see the module docstring); students in
+    :meth:`StudentSpec.sort_key` order."""
+    loop = ReferenceLoop(specs, teachers, config)
+    stream = DataStream(seed, loop.width, loop.dtype, loop.device)
 
-    def forward(spec, params, tab, x):
-        h = rmsnorm(x)
-        for layer in range(spec.depth):
-            def stage(i, y, layer=layer):
-                pre = rmsnorm(y) @ params["W1"][layer, i].T + params["b1"][layer, i]
-                return torch.relu(pre).square() @ params["W2"][layer, i].T
-            h = rk_stages(stage, h, 1.0, tab)
-        return h
-
-    def loss_of(spec, params, h, targets):
-        t = target_fn.labels.index(spec.target)
-        if config.loss == "mse":
-            return (rmsnorm(h) - targets["final"][t]).square().mean()
-        logp = targets["logp"][t, temperatures.index(spec.temperature)]
-        logits = (rmsnorm(h) @ params["head"].T if config.head == "learned"
-                  else rmsnorm(h) @ targets["heads"][t].T / spec.temperature)
-        return (logp.exp() * (logp - torch.log_softmax(logits, -1))).sum(-1).mean()
-
-    stream = DataStream(seed, width, dtype, device)
-
-    def evaluate():
-        per_batch = []
-        with torch.no_grad():
-            for _ in range(config.eval_batches):
-                x = stream.eval_batch(config.eval_batch_size)
-                targets = target_fn(x)
-                per_batch.append([float(loss_of(s, p, forward(s, p, tab, x), targets)) for s, p, _, tab in students])
-        return np.array(per_batch).T  # (n, K)
+    def evaluate() -> np.ndarray:
+        return np.array([loop.evaluate(stream.eval_batch(config.eval_batch_size))
+                         for _ in range(config.eval_batches)]).T  # (n, K)
 
     t0 = time.perf_counter()
     eval_steps, history = [], []
@@ -81,24 +99,13 @@ def train_reference(
         if step % config.eval_every == 0:
             eval_steps.append(step)
             history.append(evaluate().mean(axis=1))
-        x = stream.train_batch(config.batch)
-        targets = target_fn(x)
-        factor = lr_multiplier(step, config)
-        for spec, params, opt, tab in students:
-            for group in opt.param_groups:
-                group["lr"] = student_lr(spec.depth, config) * factor
-            opt.zero_grad()
-            loss_of(spec, params, forward(spec, params, tab, x), targets).backward()
-            opt.step()
+        loop.step(stream.train_batch(config.batch))
     final = evaluate()
     eval_steps.append(config.steps)
     history.append(final.mean(axis=1))
-    n = len(order)
+    n = len(loop.order)
     return TrainingResult(
-        specs=order, eval_steps=eval_steps, test_loss=np.stack(history, axis=1), final_batches=final,
+        specs=loop.order, eval_steps=eval_steps, test_loss=np.stack(history, axis=1), final_batches=final,
         failed=np.zeros(n, dtype=bool), fail_reason=[""] * n, hidden={},
-        wall_time=time.perf_counter() - t0, device="cpu",
-        steps_done=config.steps,
+        wall_time=time.perf_counter() - t0, device=str(loop.device), steps_done=config.steps,
     )
-
-

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .students import StudentSpec
+from .block import StudentSpec
 
 __all__ = ["TrainingResult", "build_dataset"]
 

@@ -1,0 +1,103 @@
+"""A bank: every student of one scheme, their parameters in one flat buffer, laid out layer by layer.
+
+Students are sorted deepest first; layer ``l`` holds the ``n_l`` students deeper than ``l`` (a
+prefix of the bank), so no parameter is padding and every layer is one batched matmul.  The flat
+buffer is ``[layer 0: W1, b1, W2 | layer 1: ... | head]``; :meth:`StudentBank.layers` gives the
+per-layer views of any buffer with that layout (parameters, gradients, Adam moments, learning
+rates).  Initial values come from :func:`resflow.sim.block.init_student`, one student at a time.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..dynamics.tableau import get_tableau
+from ..errors import ConfigError
+from .block import StudentSpec, init_student
+from .kernels import LayerParams
+
+__all__ = ["StudentBank"]
+
+
+class StudentBank:
+    """Layout of the students of one scheme (no tensors of its own but the initial buffer)."""
+
+    def __init__(self, specs: list[StudentSpec], width: int, hidden: int, vocab: int) -> None:
+        schemes = {s.scheme for s in specs}
+        if len(schemes) != 1:
+            raise ConfigError(f"a bank holds one scheme, got {sorted(schemes)}")
+        self.tableau = get_tableau(specs[0].scheme)
+        self.a, self.b, _ = self.tableau.as_floats()
+        self.specs = sorted(specs, key=StudentSpec.sort_key)
+        self.width, self.hidden, self.vocab = width, hidden, vocab
+        self.stages = self.tableau.stages
+        self.max_depth = self.specs[0].depth
+        self.counts = [sum(s.depth > layer for s in self.specs) for layer in range(self.max_depth)]
+        s, h, d = self.stages, hidden, width
+        self._layer_sizes = [(c * s * h * d, c * s * h, c * s * d * h) for c in self.counts]
+        self.head_size = len(self.specs) * vocab * width
+        self.size = sum(map(sum, self._layer_sizes)) + self.head_size
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def layers(self, flat: torch.Tensor) -> list[LayerParams]:
+        """Per-layer views ``W1 (n_l, s, h, d)``, ``b1 (n_l, s, h)``, ``W2 (n_l, s, d, h)`` of a flat buffer."""
+        out, offset = [], 0
+        s, h, d = self.stages, self.hidden, self.width
+        for count, sizes in zip(self.counts, self._layer_sizes, strict=True):
+            w1, b1, w2 = (flat[offset + sum(sizes[:k]): offset + sum(sizes[:k + 1])] for k in range(3))
+            out.append(LayerParams(w1.view(count, s, h, d), b1.view(count, s, h), w2.view(count, s, d, h)))
+            offset += sum(sizes)
+        return out
+
+    def head(self, flat: torch.Tensor) -> torch.Tensor:
+        """The learned heads ``(n, vocab, width)`` in a flat buffer."""
+        return flat[self.size - self.head_size:].view(len(self.specs), self.vocab, self.width)
+
+    def initial_parameters(self, dtype: torch.dtype) -> torch.Tensor:
+        """The flat buffer of every student's :func:`~resflow.sim.block.init_student` values (CPU)."""
+        flat = torch.empty(self.size, dtype=dtype)
+        layers = self.layers(flat)
+        for i, spec in enumerate(self.specs):
+            init = init_student(spec, self.width, self.hidden, self.vocab, dtype)
+            for layer in range(spec.depth):
+                for name in ("W1", "b1", "W2"):
+                    getattr(layers[layer], name)[i] = init[name][layer]
+            self.head(flat)[i] = init["head"]
+        return flat
+
+    def student_parameters(self, flat: torch.Tensor, index: int) -> dict[str, torch.Tensor]:
+        """One student's parameters as in :func:`~resflow.sim.block.init_student` (copies)."""
+        depth = self.specs[index].depth
+        layers = self.layers(flat)[:depth]
+        out = {name: torch.stack([getattr(p, name)[index] for p in layers]) for name in ("W1", "b1", "W2")}
+        out["head"] = self.head(flat)[index].clone()
+        return out
+
+    def per_element(self, values: list[float], dtype: torch.dtype) -> torch.Tensor:
+        """A flat buffer holding ``values[i]`` at every element of student ``i`` (e.g. learning rates)."""
+        flat = torch.empty(self.size, dtype=dtype)
+        v = torch.tensor(values, dtype=dtype)
+        for p in self.layers(flat):
+            for name in ("W1", "b1", "W2"):
+                view = getattr(p, name)
+                view.copy_(v[: view.shape[0]].view(-1, *([1] * (view.ndim - 1))).expand_as(view))
+        self.head(flat).copy_(v.view(-1, 1, 1).expand(len(self.specs), self.vocab, self.width))
+        return flat
+
+    def finite_students(self, flat: torch.Tensor) -> torch.Tensor:
+        """Per-student flag (CPU bool, bank order): every element of that student is finite."""
+        ok = torch.ones(len(self.specs), dtype=torch.bool)
+        for p in self.layers(flat):
+            for name in ("W1", "b1", "W2"):
+                view = getattr(p, name)
+                ok[: view.shape[0]] &= torch.isfinite(view).flatten(1).all(dim=1).cpu()
+        ok &= torch.isfinite(self.head(flat)).flatten(1).all(dim=1).cpu()
+        return ok
+
+    def flops_per_step(self, batch: int, training: bool = True) -> float:
+        """Analytic FLOPs of the student matmuls per step: forward :math:`4Bdh` per student, layer and
+        stage; a training step is forward + backward, three times that (the usual count)."""
+        forward = 4.0 * batch * self.width * self.hidden * sum(self.counts) * self.stages
+        return 3.0 * forward if training else forward

@@ -1,0 +1,132 @@
+r"""The student: its block, its initialisation and its losses, defined once.
+
+A student of depth :math:`\ell` with scheme :math:`(A, b)` applies per layer one Runge--Kutta step
+of unit size whose stage :math:`i` is its own MLP (:func:`resflow.dynamics.mlp_branch`):
+
+.. math:: k_i = f_{l,i}\Big(y + \sum_{j<i} a_{ij} k_j\Big), \qquad y \mapsto y + \sum_i b_i k_i,
+          \qquad f_{l,i}(y) = W_{2,l,i}\,\mathrm{relu}(W_{1,l,i}\,\mathrm{rmsnorm}(y) + b_{1,l,i})^2
+
+(``euler``: the study's block :math:`h \mapsto h + f(h)`; ``midpoint``: its RK2 block with two
+MLPs).  Input :math:`h_0 = \mathrm{rmsnorm}(x)`; output :math:`\mathrm{rmsnorm}(h_\ell)`.
+:math:`W_2` and the learned head start at zero, so every student starts as the identity
+(its output is :math:`\mathrm{rmsnorm}(x)`); :math:`W_1, b_1` start at PyTorch's default
+``nn.Linear`` initialisation, drawn on the CPU from a seed that depends on (seed, scheme, depth)
+only, so students of different targets or temperatures with one seed start identical.
+
+Losses, per student and averaged over the batch: the MSE between the normalised final states
+(:func:`mse_loss`), or KL(teacher || student) of the softmax outputs (:func:`kl_loss`).
+
+These functions are the recipe.  The batched engine's fused kernels (:mod:`resflow.sim.kernels`)
+compute the same forward and its hand-derived gradient, and are tested against autograd through
+these definitions; the per-student reference loop (:mod:`resflow.sim.reference_loop`) calls them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..dynamics.fields import mlp_branch, mlp_init_std, mlp_parameter_shapes, rmsnorm
+from ..dynamics.stepper import rk_stages
+from ..dynamics.tableau import ButcherTableau, get_tableau
+
+__all__ = ["StudentSpec", "student_seed", "init_student", "student_block", "student_forward", "student_logits",
+           "mse_loss", "kl_loss", "PARAMETER_NAMES"]
+
+PARAMETER_NAMES = ("W1", "b1", "W2", "head")
+
+
+@dataclass(frozen=True)
+class StudentSpec:
+    """One student: which teacher it learns, its scheme, depth, seed, and KL temperature (NaN for MSE)."""
+
+    target: str
+    scheme: str
+    depth: int
+    seed: int
+    temperature: float = float("nan")
+
+    def sort_key(self) -> tuple:
+        """Deterministic order: scheme, deepest first, then target, seed, temperature (NaN-safe)."""
+        temp = -1.0 if math.isnan(self.temperature) else self.temperature
+        return (self.scheme, -self.depth, self.target, self.seed, temp)
+
+
+def student_seed(seed: int, scheme: str, depth: int) -> int:
+    """Initialisation seed of a student: depends on (seed, scheme, depth) only, so students of
+    different targets or temperatures with the same seed start from the same weights."""
+    digest = hashlib.sha256(f"resflow-student:{seed}:{scheme}:{depth}".encode()).hexdigest()
+    return int(digest[:15], 16)
+
+
+def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
+                 dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """Initial weights of one student, drawn on the CPU from :func:`student_seed`.
+
+    Returns ``W1`` (depth, stages, hidden, width) and ``b1`` (depth, stages, hidden) from
+    PyTorch's default ``nn.Linear`` initialisation :math:`U(-1/\\sqrt{d}, 1/\\sqrt{d})`;
+    ``W2`` (depth, stages, width, hidden) and ``head`` (vocab, width) **zero**: the student is the
+    identity at initialisation.
+    """
+    stages = get_tableau(spec.scheme).stages
+    gen = torch.Generator().manual_seed(student_seed(spec.seed, spec.scheme, spec.depth))
+    std = mlp_init_std(width, hidden)
+    shapes = mlp_parameter_shapes(width, hidden)
+    bound = {name: s * 3**0.5 for name, s in std.items()}
+    W1 = torch.empty((spec.depth, stages, *shapes["W1"]), dtype=dtype)
+    b1 = torch.empty((spec.depth, stages, *shapes["b1"]), dtype=dtype)
+    for layer in range(spec.depth):
+        for stage in range(stages):
+            W1[layer, stage] = (2 * torch.rand(shapes["W1"], generator=gen, dtype=dtype) - 1) * bound["W1"]
+            b1[layer, stage] = (2 * torch.rand(shapes["b1"], generator=gen, dtype=dtype) - 1) * bound["b1"]
+    return {
+        "W1": W1,
+        "b1": b1,
+        "W2": torch.zeros((spec.depth, stages, *shapes["W2"]), dtype=dtype),
+        "head": torch.zeros((vocab, width), dtype=dtype),
+    }
+
+
+def student_block(y: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor,
+                  tableau: ButcherTableau) -> torch.Tensor:
+    """One block: a unit RK step whose stage ``i`` is the MLP ``(W1[..., i, :, :], b1[..., i, :], W2[..., i, :, :])``.
+
+    ``y`` is ``(..., batch, width)``; the parameters carry a stage axis before their matrix axes
+    and may carry leading (student) axes that broadcast against ``y``'s.
+    """
+    return rk_stages(lambda i, yi: mlp_branch(yi, W1[..., i, :, :], b1[..., i, :], W2[..., i, :, :]), y, 1.0,
+                     tableau)
+
+
+def student_forward(params: dict[str, torch.Tensor], x: torch.Tensor, tableau: ButcherTableau,
+                    return_states: bool = False) -> torch.Tensor:
+    """Final state :math:`h_\\ell` (not normalised) of one student on inputs ``x`` (batch, width);
+    with ``return_states``, all of :math:`h_0 = \\mathrm{rmsnorm}(x), \\dots, h_\\ell` stacked."""
+    h = rmsnorm(x)
+    states = [h]
+    for layer in range(params["W1"].shape[0]):
+        h = student_block(h, params["W1"][layer], params["b1"][layer], params["W2"][layer], tableau)
+        states.append(h)
+    return torch.stack(states) if return_states else h
+
+
+def student_logits(h: torch.Tensor, head: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """Logits :math:`\\mathrm{head}(\\mathrm{rmsnorm}(h)) / T` (a learned head: ``T = 1``)."""
+    return (rmsnorm(h) @ head.transpose(-1, -2)) / temperature
+
+
+def mse_loss(h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over batch and width of :math:`(\\mathrm{rmsnorm}(h) - \\text{target})^2`; the target is the
+    teacher's normalised final state.  Leading (student) axes are kept."""
+    return (rmsnorm(h) - target).square().mean(dim=(-2, -1))
+
+
+def kl_loss(logits: torch.Tensor, teacher_logp: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) of softmax outputs, mean over the batch; leading axes kept.
+
+    ``teacher_logp`` are the teacher's log-probabilities at its temperature."""
+    logq = torch.log_softmax(logits, dim=-1)
+    return (teacher_logp.exp() * (teacher_logp - logq)).sum(-1).mean(-1)

@@ -1,0 +1,36 @@
+"""Fresh inputs for training and evaluation: two seeded CPU generators, part of the training state.
+
+Inputs :math:`x \\sim N(0, I_d)` are drawn on the CPU (so a seed gives the same data on every device)
+from a training generator and a separate evaluation generator, so evaluation batches never come
+from the training stream and consecutive training batches are fresh draws (online learning).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["DataStream", "EVAL_SEED_OFFSET"]
+
+EVAL_SEED_OFFSET = 0x5EED
+
+
+class DataStream:
+    """Training and evaluation batches of width ``width`` from ``seed``; ``state()``/``load()`` checkpoint it."""
+
+    def __init__(self, seed: int, width: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.width, self.dtype, self.device = width, dtype, device
+        self.train_gen = torch.Generator().manual_seed(seed)
+        self.eval_gen = torch.Generator().manual_seed(seed + EVAL_SEED_OFFSET)
+
+    def train_batch(self, batch: int) -> torch.Tensor:
+        return torch.randn((batch, self.width), generator=self.train_gen, dtype=self.dtype).to(self.device)
+
+    def eval_batch(self, batch: int) -> torch.Tensor:
+        return torch.randn((batch, self.width), generator=self.eval_gen, dtype=self.dtype).to(self.device)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"train": self.train_gen.get_state(), "eval": self.eval_gen.get_state()}
+
+    def load(self, state: dict[str, torch.Tensor]) -> None:
+        self.train_gen.set_state(state["train"])
+        self.eval_gen.set_state(state["eval"])
