@@ -79,8 +79,8 @@ class VectorField(nn.Module):
 
 def mlp_branch(h: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor,
                activation: str = "relu2") -> torch.Tensor:
-    r"""The study's residual branch :math:`W_2\,\sigma(W_1\,\mathrm{rmsnorm}(h) + b_1)`, :math:`\sigma = \mathrm{relu}^2`
-    (or :math:`\mathrm{softplus}^2`).
+    r"""The study's residual branch :math:`W_2\,\sigma(W_1\,\mathrm{rmsnorm}(h) + b_1)`,
+    :math:`\sigma = \mathrm{relu}^2` (or :math:`\mathrm{softplus}^2`).
 
     The one definition of the block's MLP: :class:`MLPField` (teachers, stacks), the students
     (:mod:`resflow.sim.block`) and the per-student reference loop all call it.

@@ -1,12 +1,12 @@
 """CUDA graphs of the training step: on a GPU, each step is replayed instead of launched op by op.
 
 A training step launches a few hundred small kernels; on a GPU their launch cost, not their work,
-sets the pace at the toy model's sizes.  After ``WARMUP`` eager steps the step is captured as two
+sets the pace at the toy model's sizes. After ``WARMUP`` eager steps the step is captured as two
 graphs over static buffers (the batch and its teachers' final states are copied in): (1) forward,
-loss and backward, writing the gradients and the per-student losses; (2) the Adam update, its
-step-dependent scalars read from 0-d tensors.  Between the two the host checks the losses and gradients, so a student whose loss becomes NaN is still
-frozen before the update; after such a failure the trainer goes back to eager steps for good.
-Nothing here runs on a CPU.
+loss and backward, writing the gradients and the per-student losses; (2) the Adam update, its step-
+dependent scalars read from 0-d tensors. Between the two the host checks the losses and gradients,
+so a student whose loss becomes NaN is still frozen before the update; after such a failure the
+trainer goes back to eager steps for good. Nothing here runs on a CPU.
 """
 
 from __future__ import annotations
