@@ -4,9 +4,10 @@
 module        commands
 ============  ==================================================================================
 ``app``       the Typer application; clean errors (exit 2), progress with ETA, Ctrl-C (exit 130)
-``simulate``  ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`)
+``simulate``  ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`), ``bench`` (:func:`resflow.sim.run_bench`)
 ``models``    ``llm-fit``, ``probe``, ``compare``
 ``listing``   ``tableaux``, ``theory``
+``__main__``  ``python -m resflow.cli``
 ============  ==================================================================================
 
 The command line imports only public names (``resflow`` and its subpackages), never a module's

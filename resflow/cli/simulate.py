@@ -108,9 +108,15 @@ def bench(
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows to this JSON file.")] = None,
     rounds: Annotated[int, typer.Option(help="Measurement rounds (medians are reported).", min=1)] = 3,
     case: Annotated[list[str] | None, typer.Option(help="cpu-preset | study (repeatable; default both).")] = None,
+    check: Annotated[list[str] | None, typer.Option(help="Also compare a short run with tf32 or cuda-graphs on "
+                                                         "against float32 eager (repeatable).")] = None,
+    check_steps: Annotated[int, typer.Option(help="Steps of each --check run.", min=1)] = 300,
 ) -> None:
     """Time the batched engine and the per-student loop against this machine's sgemm rate."""
-    from resflow.sim import run_bench, write_bench_json
+    from resflow.errors import ConfigError
+    from resflow.sim import precision_check, run_bench, write_bench_json
+
+    settings = {"tf32": {"tf32": True}, "cuda-graphs": {"cuda_graphs": True}}
 
     with user_errors(), interruptible("nothing was written; run the command again"):
         cases = tuple(case) if case else ("cpu-preset", "study")
@@ -130,3 +136,20 @@ def bench(
         console.print(table)
         if json_out is not None:
             console.print(f"wrote {write_bench_json(rows, json_out)}")
+        checks = []
+        for name in check or []:
+            if name not in settings:
+                raise ConfigError(f"--check must be one of {', '.join(settings)}; got {name!r}.")
+            with err_console.status(f"checking {name} ..."):
+                result = precision_check(device, steps=check_steps, other=settings[name])
+            checks.append(result.to_json())
+            console.print(f"{name}: final losses differ from float32 eager by {result.max_relative_difference:.2e} "
+                          f"(max), {result.median_relative_difference:.2e} (median) after {result.steps} steps; "
+                          f"{result.reference_ms_per_step:.1f} -> {result.other_ms_per_step:.1f} ms/step",
+                          highlight=False)
+        if checks and json_out is not None:
+            path = Path(json_out).with_name(Path(json_out).stem + "-checks.json")
+            if path.exists():
+                raise ConfigError(f"{str(path)!r} exists; choose another --json (nothing is overwritten).")
+            path.write_text(json.dumps(checks, indent=1) + "\n")
+            console.print(f"wrote {path}")

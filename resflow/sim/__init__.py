@@ -22,7 +22,7 @@ module              what it holds
 Built on :mod:`resflow.dynamics` and :mod:`resflow.noise`; knows nothing of fits, stores or plots.
 """
 
-from .bench import BenchRow, run_bench, write_bench_json
+from .bench import BenchRow, PrecisionCheck, precision_check, run_bench, write_bench_json
 from .block import StudentSpec, init_student, kl_loss, mse_loss, student_block, student_forward, student_logits
 from .config import TrainConfig, lr_multiplier, student_lr
 from .engine import Trainer, train
@@ -35,5 +35,5 @@ __all__ = [
     "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "init_student", "student_block",
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
-    "write_bench_json",
+    "write_bench_json", "PrecisionCheck", "precision_check",
 ]

@@ -32,7 +32,8 @@ from .engine import Trainer, resolve_device
 from .reference_loop import ReferenceLoop
 from .teacher import Teacher
 
-__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "write_bench_json"]
+__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "write_bench_json", "PrecisionCheck",
+           "precision_check"]
 
 SGEMM_SIZE = 1024
 
@@ -215,6 +216,42 @@ def run_bench(device: str = "cpu", *, cases: tuple[str, ...] = tuple(CASES), rou
                 threads=torch.get_num_threads(),
             ))
     return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrecisionCheck:
+    """The same short run in two settings (e.g. float32 vs TF32 matmuls, eager vs CUDA graphs)."""
+
+    reference: str
+    other: str
+    steps: int
+    max_relative_difference: float  # of the final test losses, over students
+    median_relative_difference: float
+    reference_ms_per_step: float
+    other_ms_per_step: float
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def precision_check(device: str = "cuda", *, case: str = "study", steps: int = 300,
+                    other: dict[str, bool] | None = None) -> PrecisionCheck:
+    """Train ``case`` for ``steps`` steps twice -- as configured, then with ``other`` TrainConfig
+    settings (default ``{"tf32": True}``) -- and compare the students' final test losses."""
+    from .engine import train
+
+    other = other or {"tf32": True}
+    specs, teachers, config = CASES[case].build(str(resolve_device(device)))
+    config = dataclasses.replace(config, steps=steps, eval_every=steps, eval_batches=2, eval_batch_size=1024,
+                                 tf32=False, cuda_graphs=False)
+    results = [train(specs, teachers, c, seed=0) for c in (config, dataclasses.replace(config, **other))]
+    a, b = (r.final_batches.mean(axis=1) for r in results)
+    rel = abs(b - a) / abs(a)
+    return PrecisionCheck(reference="float32, eager", other=", ".join(f"{k}={v}" for k, v in other.items()),
+                          steps=steps, max_relative_difference=float(rel.max()),
+                          median_relative_difference=float(statistics.median(rel.tolist())),
+                          reference_ms_per_step=results[0].wall_time / steps * 1e3,
+                          other_ms_per_step=results[1].wall_time / steps * 1e3)
 
 
 def write_bench_json(rows: list[BenchRow], path: Path | str) -> Path:

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU checks of one session, in one command (issue 12): on a CUDA machine
+#   1. `resflow bench --device cuda` at the cpu preset and the study's shapes (JSON rows), with the
+#      TF32-vs-float32 and CUDA-graphs-vs-eager checks of a short run;
+#   2. the `paper` preset of smooth-vs-rough (the study's recipe: 2 teachers x 3 seeds x 6 depths),
+#      timed, its fits as JSON.
+# Everything it writes goes under $OUT (default results/gpu-<UTC time>); record what it prints in
+# docs/benchmarks.md.  Smoke mode (RESFLOW_GPU_SMOKE=1, what the tests run) does the same on the CPU
+# with tiny sizes, so the script stays runnable on any machine.
+#
+# On the lent H200 (no network): the image has python3 with torch; carry what it lacks as wheels
+# in .whl/ (zarr and its needs: see the device notes), then run
+#   bash benchmarks/gpu.sh
+# from the repository root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-results/gpu-$(date -u +%Y%m%dT%H%M%SZ)}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if ! $PY -c "import resflow.sims" 2>/dev/null; then
+  $PY -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
+fi
+RESFLOW=("$PY" -m resflow.cli)
+
+if [ "${RESFLOW_GPU_SMOKE:-0}" = 1 ]; then
+  DEVICE=cpu
+  BENCH=(--rounds 1 --case cpu-preset --check tf32 --check-steps 3)
+  PAPER=(--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=1 --set train.eval_batch_size=256
+         --set train.batch=64 --set width=8 --set teacher_depth=8 --set depths=2,4 --set seeds=1
+         --set train.checkpoint_every=20)
+else
+  DEVICE=cuda
+  BENCH=(--rounds 3 --check tf32 --check cuda-graphs)
+  PAPER=(--set train.tf32=true)
+fi
+
+echo "== machine"
+$PY - <<'PY' | tee "$OUT/machine.txt"
+import platform, torch
+print("python", platform.python_version(), "| torch", torch.__version__, "| cuda", torch.version.cuda,
+      "| device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+      "| threads", torch.get_num_threads())
+PY
+
+echo "== bench ($DEVICE)"
+"${RESFLOW[@]}" bench --device "$DEVICE" --json "$OUT/bench.json" "${BENCH[@]}" | tee "$OUT/bench.txt"
+
+echo "== paper preset of smooth-vs-rough ($DEVICE)"
+start=$(date +%s)
+"${RESFLOW[@]}" run smooth-vs-rough --preset paper --device "$DEVICE" --out "$OUT/store" "${PAPER[@]}" \
+  | tee "$OUT/paper.txt"
+end=$(date +%s)
+echo "paper preset wall time: $((end - start)) s" | tee -a "$OUT/paper.txt"
+"${RESFLOW[@]}" fit "$OUT/store" --json > "$OUT/paper-fits.json"
+echo "wrote $OUT"

@@ -1,0 +1,58 @@
+"""`resflow bench` and benchmarks/gpu.sh, on tiny sizes: the JSON rows carry what the issue asks for."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from resflow.cli import app
+from resflow.sim import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = {"case", "engine", "ms_per_step", "gflops", "fraction_of_sgemm", "speedup_vs_loop", "peak_mem_mb"}
+
+
+@pytest.fixture
+def tiny_cases(monkeypatch):
+    tiny = bench.BenchCase(name="tiny", width=8, teacher_depth=8, depths=(2, 4), seeds=1, batch=64, steps=3)
+    monkeypatch.setitem(bench.CASES, "tiny", tiny)
+    return tiny
+
+
+def test_bench_rows_and_json(tiny_cases, tmp_path):
+    result = CliRunner().invoke(app, ["bench", "--case", "tiny", "--rounds", "2", "--json", str(tmp_path / "b.json")])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "b.json").read_text())
+    assert [(r["case"], r["engine"]) for r in rows] == [("tiny", "batched"), ("tiny", "loop")]
+    for r in rows:
+        assert FIELDS <= set(r) and r["ms_per_step"] > 0 and 0 < r["fraction_of_sgemm"] < 1 and r["rounds"] == 2
+    batched, loop = rows
+    assert batched["speedup_vs_loop"] > 0 and loop["speedup_vs_loop"] is None
+    # the same analytic FLOP count for both engines: forward 4Bdh per student-layer, x3 with the backward,
+    # plus the teachers' forward
+    students = 3 * 4 * 64 * 8 * 32 * (2 + 4) * 2
+    teachers = 2 * 4 * 64 * 8 * 32 * 8
+    assert batched["gflops"] == loop["gflops"] == pytest.approx((students + teachers) / 1e9)
+    again = CliRunner().invoke(app, ["bench", "--case", "tiny", "--rounds", "1", "--json", str(tmp_path / "b.json")])
+    assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_bench_refuses_unknown_cases():
+    result = CliRunner().invoke(app, ["bench", "--case", "huge"])
+    assert result.exit_code == 2 and "unknown bench case" in result.output
+
+
+def test_gpu_script_runs_in_smoke_mode_on_the_cpu(tmp_path):
+    env = {**os.environ, "RESFLOW_GPU_SMOKE": "1", "OUT": str(tmp_path / "gpu"), "PYTHON": sys.executable}
+    out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True, text=True, env=env,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    files = {p.name for p in (tmp_path / "gpu").iterdir()}
+    assert {"bench.json", "bench-checks.json", "paper-fits.json", "paper.txt", "machine.txt"} <= files
+    assert "paper preset wall time" in (tmp_path / "gpu" / "paper.txt").read_text()
+    checks = json.loads((tmp_path / "gpu" / "bench-checks.json").read_text())
+    assert checks[0]["other"] == "tf32=True" and checks[0]["max_relative_difference"] == 0.0  # no TF32 on a CPU
