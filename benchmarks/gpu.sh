@@ -32,7 +32,7 @@ if [ "${RESFLOW_GPU_SMOKE:-0}" = 1 ]; then
   DEVICE=cpu
   BENCH=(--rounds 1 --case cpu-preset --check tf32 --check-steps 3)
   PAPER=(--set train.steps=40 --set train.eval_every=20 --set train.eval_batches=1 --set train.eval_batch_size=256
-         --set train.batch=64 --set width=8 --set teacher_depth=8 --set depths=2,4 --set seeds=1
+         --set train.batch=64 --set width=8 --set teacher_depth=8 --set depths=2,4 --set replicates=1
          --set train.checkpoint_every=20)
 else
   DEVICE=cuda

@@ -11,7 +11,7 @@ from .smooth_vs_rough import figure
 
 PRESETS = {
     "cpu": dataclasses.replace(BASE["cpu"], experiment="rk2", schemes=("euler", "midpoint"), depths=(2, 4, 8),
-                               seeds=2),
+                               replicates=2),
     "paper": dataclasses.replace(BASE["paper"], experiment="rk2", schemes=("euler", "midpoint"),
                                  depths=(3, 6, 12, 24)),
 }

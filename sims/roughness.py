@@ -13,7 +13,7 @@ from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
     "cpu": dataclasses.replace(
-        BASE["cpu"], experiment="roughness", seeds=1,
+        BASE["cpu"], experiment="roughness", replicates=1,
         targets=("correlated:0", "correlated:0.5", "correlated:0.9", "correlated:1", "fractional:0.75"),
     ),
     "paper": dataclasses.replace(

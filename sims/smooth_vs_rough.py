@@ -20,9 +20,9 @@ PAPER_TRAIN = TrainConfig(
 
 PRESETS = {
     "cpu": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
-                            depths=(2, 4, 8, 16), seeds=3, train=CPU_TRAIN),
+                            depths=(2, 4, 8, 16), replicates=3, train=CPU_TRAIN),
     "paper": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=32, teacher_depth=128,
-                              depths=(6, 12, 16, 24, 32, 48), seeds=3, train=PAPER_TRAIN),
+                              depths=(6, 12, 16, 24, 32, 48), replicates=3, train=PAPER_TRAIN),
 }
 
 

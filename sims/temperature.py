@@ -12,7 +12,7 @@ from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
     "cpu": dataclasses.replace(
-        BASE["cpu"], experiment="temperature", seeds=1, depths=(2, 4, 8),
+        BASE["cpu"], experiment="temperature", replicates=1, depths=(2, 4, 8),
         train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=8000,
                                   temperatures=(0.03, 0.1, 0.3, 1.0)),
     ),

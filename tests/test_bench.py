@@ -18,7 +18,7 @@ FIELDS = {"case", "engine", "ms_per_step", "gflops", "fraction_of_sgemm", "speed
 
 @pytest.fixture
 def tiny_cases(monkeypatch):
-    tiny = bench.BenchCase(name="tiny", width=8, teacher_depth=8, depths=(2, 4), seeds=1, batch=64, steps=3)
+    tiny = bench.BenchCase(name="tiny", width=8, teacher_depth=8, depths=(2, 4), replicates=1, batch=64, steps=3)
     monkeypatch.setitem(bench.CASES, "tiny", tiny)
     return tiny
 

@@ -29,7 +29,7 @@ def small_teachers(*specs, width=8, depth=16, vocab=16):
 
 
 def by_spec(result):
-    return {(s.target, s.scheme, s.depth, s.seed, None if math.isnan(s.temperature) else s.temperature): i
+    return {(s.target, s.scheme, s.depth, s.replicate, None if math.isnan(s.temperature) else s.temperature): i
             for i, s in enumerate(result.specs)}
 
 
@@ -93,7 +93,7 @@ cfg = preset("smooth-vs-rough", "cpu").with_overrides(sys.argv[2:])
 run_experiment(cfg, out=sys.argv[1])
 """
 KILL_SETTINGS = ["train.steps=3000", "train.checkpoint_every=100", "train.eval_every=500", "depths=2,4",
-                 "seeds=1", "width=8", "teacher_depth=8", "train.batch=16", "train.eval_batch_size=64",
+                 "replicates=1", "width=8", "teacher_depth=8", "train.batch=16", "train.eval_batch_size=64",
                  "train.eval_batches=2", "train.device=cpu"]
 
 

@@ -31,7 +31,7 @@ def test_paper_preset_is_the_study_scale():
 
 @pytest.mark.parametrize("name", list(registered()))
 def test_every_experiment_runs_end_to_end(name, tmp_path):
-    cfg = preset(name, "cpu").with_overrides(TINY + ["seeds=2"])
+    cfg = preset(name, "cpu").with_overrides(TINY + ["replicates=2"])
     if cfg.train.loss == "kl":
         cfg = cfg.with_overrides(["train.temperatures=0.1,1.0"])
     result = run_experiment(cfg, out=tmp_path)
@@ -60,7 +60,7 @@ def test_overrides_validate_keys_and_values():
 
 
 def test_run_and_fit_commands(tmp_path):
-    args = ["run", "smooth-vs-rough", "--out", str(tmp_path), "--seeds", "2", "--device", "cpu"]
+    args = ["run", "smooth-vs-rough", "--out", str(tmp_path), "--replicates", "2", "--device", "cpu"]
     for item in TINY:
         args += ["--set", item]
     result = runner.invoke(app, args)
@@ -88,7 +88,7 @@ def test_bad_input_exits_2_without_traceback(args, message):
 
 
 def test_fit_reports_a_corrupt_record(tmp_path):
-    cfg = preset("smooth-vs-rough", "cpu").with_overrides(TINY + ["seeds=1"])
+    cfg = preset("smooth-vs-rough", "cpu").with_overrides(TINY + ["replicates=1"])
     run_dir = run_experiment(cfg, out=tmp_path).work_dir
     record = (run_dir / "record.txt").read_text().strip()
     for chunk in (tmp_path / "runs" / f"{record}.zarr" / "final_loss").glob("0*"):

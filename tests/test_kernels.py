@@ -123,16 +123,18 @@ def test_rmsnorm_kernel_matches_torch():
     torch.testing.assert_close(xn, torch.nn.functional.rms_norm(y, (5,)), rtol=1e-14, atol=0)
 
 
-def test_batched_teacher_targets_equal_each_teacher():
-    teachers = {s: Teacher(s, width=8, depth=12, seed=2) for s in ("independent", "tied", "correlated:0.5")}
-    targets = Targets(teachers, [0.5], True, torch.float64, torch.device("cpu"))
-    assert targets.stacked is not None  # the batched path is the one tested
-    x = torch.randn(33, 8, dtype=torch.float64)
+def test_batched_teacher_targets_equal_each_teacher_on_its_replicates_batch():
+    targets_ = ("independent", "tied", "correlated:0.5")
+    teachers = {(t, r): Teacher(t, width=8, depth=12, seed=r) for t in targets_ for r in (0, 1)}
+    specs = [StudentSpec(t, "euler", 2, r, 0.5) for t in targets_ for r in (0, 1)]
+    targets = Targets(teachers, specs, [0, 1], [0.5], True, torch.float64, torch.device("cpu"))
+    assert targets.stacked is not None and len(targets.slots) == 6  # the batched path is the one tested
+    x = torch.randn(2, 33, 8, dtype=torch.float64)  # one batch per replicate
     out = targets(x)
-    for k, label in enumerate(targets.labels):
-        expected = teachers[label].double()(x)
-        torch.testing.assert_close(out["final"][k], expected, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(out["logp"][k, 0], torch.log_softmax(teachers[label].logits(x, 0.5), -1),
+    for k, (key, replicate) in enumerate(targets.slots):
+        teacher = teachers[key].double()
+        torch.testing.assert_close(out["final"][k], teacher(x[replicate]), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(out["logp"][k, 0], torch.log_softmax(teacher.logits(x[replicate], 0.5), -1),
                                    rtol=1e-12, atol=1e-12)
 
 

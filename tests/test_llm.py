@@ -135,7 +135,7 @@ def test_llm_fit_and_compare_commands(tmp_path):
     from resflow.workflows import run_experiment
 
     tiny = ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=64",
-            "train.batch=16", "width=8", "teacher_depth=8", "depths=2,4", "seeds=2", "train.device=cpu"]
+            "train.batch=16", "width=8", "teacher_depth=8", "depths=2,4", "replicates=2", "train.device=cpu"]
     run_experiment(preset("smooth-vs-rough", "cpu").with_overrides(tiny), out=store)
     compared = runner.invoke(app, ["compare", str(store), "--json"])
     assert compared.exit_code == 0, compared.output

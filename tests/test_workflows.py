@@ -22,7 +22,7 @@ from resflow.store import Store
 
 runner = CliRunner()
 TINY = ["train.steps=60", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=128",
-        "train.batch=32", "width=8", "teacher_depth=8", "vocab=16", "depths=2,4", "seeds=2", "train.device=cpu"]
+        "train.batch=32", "width=8", "teacher_depth=8", "vocab=16", "depths=2,4", "replicates=2", "train.device=cpu"]
 
 
 def invoke(*args):
@@ -60,7 +60,7 @@ def test_fit_command_equals_fit_store_and_reuses_fit_records(cli_store):
     assert all(r.reused for r in runs)  # `resflow run` wrote the fit record; nothing was refitted
     assert rows == [{"run": r.run, "fit_record": r.fit_record, **f.to_json()} for r in runs for f in r.fits]
     assert len(Store.open(cli_store).records(kind="fit")) == 1
-    other = resflow.fit_store(cli_store, FitSettings(convergence_tol=0.5))
+    other = resflow.fit_store(cli_store, FitSettings(loss_tolerance=0.5))
     assert not any(r.reused for r in other) and len(Store.open(cli_store).records(kind="fit")) == 2
 
 
@@ -68,12 +68,12 @@ def test_fit_records_round_trip_exactly(cli_store):
     store = Store.open(cli_store)
     run = store.load(store.records(kind="toy-run")[0])
     fits = resflow.fit_dataset(run)
-    settings = FitSettings().resolved(run)
+    settings = FitSettings()
     record = fits_to_dataset(fits, source_record="x", settings=settings)
     store.write(record, kind="fit", name="roundtrip")
     back = fits_from_dataset(store.load(store.records(kind="fit", name="roundtrip")[0]))
     assert back == fits
-    assert json.loads(record.attrs["fit_settings"])["convergence_tol"] == settings.convergence_tol
+    assert json.loads(record.attrs["fit_settings"])["loss_tolerance"] == settings.loss_tolerance
 
 
 def test_compare_reads_fit_records_and_never_refits(tmp_path):

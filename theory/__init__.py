@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import accumulation, discretisation, ensemble, kl, llm_scaling, roughness, taylor_matching
+from . import accumulation, discretisation, ensemble, finite_teacher, kl, llm_scaling, roughness, taylor_matching
 from ._law import Derivation
 
 __all__ = ["Derivation", "LAWS"]
@@ -25,6 +25,10 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "accumulation-fractional": accumulation.derive_fractional,
     "ensemble-equicorrelated": ensemble.derive_equicorrelated,
     "ensemble-fractional": ensemble.derive_fractional,
+    "finite-teacher-ensemble": finite_teacher.derive_ensemble,
+    "finite-teacher-procedural-coherent": finite_teacher.derive_procedural_coherent,
+    "finite-teacher-procedural-incoherent": finite_teacher.derive_procedural_incoherent,
+    "finite-teacher-higher-order": finite_teacher.derive_higher_order_floor,
     "roughness-correlated": roughness.derive_correlated,
     "roughness-fractional": roughness.derive_fractional,
     "kl-small-error": kl.derive,

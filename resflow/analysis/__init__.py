@@ -1,41 +1,42 @@
 """Analysis: what a run, a probe or a model says about how depth is used.
 
-=============  ==============================================================================
-module         what it holds
-=============  ==============================================================================
-``metrics``    hidden-state metrics (angles, norms, progress): one definition for every model
-``probes``     streaming aggregation of the metrics over tokens, early stopping, probe records
-``fits``       depth exponents with intervals and convergence checks; ``fit`` records
-``regimes``    the regime an exponent is consistent with (from the derived laws)
-``roughness``  the roughness law's predictions for a run of correlated/fractional teachers
-``compare``    theory, toy and LLM exponents side by side
-``plots``      figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
-=============  ==============================================================================
+===============  ============================================================================
+module           what it holds
+===============  ============================================================================
+``metrics``      hidden-state metrics (angles, norms, progress): one definition for every model
+``probes``       streaming aggregation of the metrics over tokens, early stopping, probe records
+``fits``         depth exponents of a run: plain, law-aware, offset; the verdict; the regime
+``intervals``    intervals from independent replicates (Student t, bootstrap over replicates)
+``law_fit``      the finite-teacher factor of the law-aware fit
+``verdict``      the convergence verdict: half-length against full-length students
+``fit_records``  fits as ``fit`` store records and back
+``regimes``      the regime an exponent is consistent with (from the derived laws)
+``roughness``    the roughness law's predictions for a run of correlated/fractional teachers
+``compare``      theory, toy and LLM exponents side by side
+``plots``        figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
+===============  ============================================================================
 
 Works on tensors of hidden states and on labelled Datasets; it trains nothing and opens no store.
 """
 
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
-from .fits import (
-    FitSettings,
-    SeriesFit,
-    exponent_over_training,
-    fit_dataset,
-    fit_exponent,
-    fits_from_dataset,
-    fits_to_dataset,
-)
+from .fit_records import fits_from_dataset, fits_to_dataset
+from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
+from .intervals import ExponentInterval, exponent_interval
+from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
 from .plots import new_figure, plot_experiment, plot_flow_demo, save_figure
 from .probes import ProbeAccumulator, ProbeResult, early_stop_fraction, probe_dataset, probe_states, step_size_slope
 from .regimes import classify, regime_predictions
 from .roughness import roughness_predictions
+from .verdict import Verdict, convergence_verdict
 
 __all__ = [
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
     "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
-    "exponent_over_training", "regime_predictions", "classify", "roughness_predictions",
+    "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
+    "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",
     "ComparisonRow", "DepthPart", "theory_rows", "toy_rows", "comparison_figure",
     "new_figure", "save_figure", "plot_experiment", "plot_flow_demo",
 ]

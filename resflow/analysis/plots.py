@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     import xarray as xr
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "colors", "plot_flow_demo", "save_figure", "plot_loss_vs_depth", "plot_training_curves",
-           "plot_student_angles", "plot_experiment"]
+__all__ = ["new_figure", "colors", "full_length", "plot_flow_demo", "save_figure", "plot_loss_vs_depth",
+           "plot_training_curves", "plot_student_angles", "plot_experiment"]
 
 FOOTER_ROOM = 0.03  # fraction of the figure height kept free for the provenance footer
 
@@ -110,8 +110,21 @@ def _series_label(fit) -> str:
     return " ".join(parts)
 
 
+def full_length(ds: xr.Dataset) -> xr.Dataset:
+    """The students trained for the whole run (``length`` = its largest value)."""
+    return ds.sel(length=ds["length"].max()) if "length" in ds.dims else ds
+
+
+def _fit_label(fit) -> str:
+    text = f"{_series_label(fit)}: α={fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
+    if np.isfinite(fit.law_exponent):
+        text += f", law α={fit.law_exponent:.2f} [{fit.law_ci_low:.2f}, {fit.law_ci_high:.2f}]"
+    return text + ("" if fit.converged else " — not converged: bounds")
+
+
 def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
-    """Final test loss vs depth (log-log): seed means with min-max bars, fitted lines, theory slopes."""
+    """Final test loss vs depth (log-log): replicate means with min-max bars (hollow: students trained
+    half as long), the least-squares lines, and the theory's slopes."""
     from .regimes import regime_predictions
 
     if ax is None:
@@ -122,15 +135,17 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
         sel = {"target": fit.target, "scheme": fit.scheme}
         if fit.temperature is not None:
             sel["temperature"] = fit.temperature
-        final = ds["final_loss"].sel(sel)
+        final = full_length(ds)["final_loss"].sel(sel)
         depth = final["depth"].values
-        mean = final.mean("seed").values
-        ax.errorbar(depth, mean, yerr=[mean - final.min("seed").values, final.max("seed").values - mean],
+        mean = final.mean("replicate").values
+        ax.errorbar(depth, mean, yerr=[mean - final.min("replicate").values, final.max("replicate").values - mean],
                     fmt="o", color=color, ms=4, capsize=2)
+        if "length" in ds.dims and 0.5 in ds["length"].values:
+            half = ds["final_loss"].sel(sel).sel(length=0.5).mean("replicate").values
+            ax.loglog(depth, half, "o", mfc="none", color=color, ms=5, lw=0)
         if np.isfinite(fit.exponent):
-            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-", color=color, lw=1.2,
-                      label=f"{_series_label(fit)}: α={fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
-                            f"{'' if fit.converged else ' (unconverged)'}")
+            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.converged else "--",
+                      color=color, lw=1.2, label=_fit_label(fit))
         pred = regime_predictions(fit.scheme)
         if k == 0 or fit.scheme != fits[k - 1].scheme:
             anchor = mean[0]
@@ -138,18 +153,18 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
                                  (pred["procedural"][1], "-.")):
                 ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
-           title="loss vs depth (grey: theory slopes 1 : · ·, 2p − −, 2p+1 −·)")
+           title="loss vs depth (hollow: half as long; grey: slopes 1 · ·, 2p − −, 2p+1 −·)")
     _depth_ticks(ax, ds["depth"].values)
     ax.legend(fontsize=6.5)
     return ax
 
 
 def plot_training_curves(ds: xr.Dataset, ax=None):
-    """Seed-mean test loss against step, one line per depth and target (the convergence check)."""
+    """Replicate-mean test loss against step, one line per depth and target (full-length students)."""
     if ax is None:
         _, (ax,) = new_figure()
     styles = ["-", "--", ":", "-."]
-    curves = ds["test_loss"].mean("seed")
+    curves = full_length(ds)["test_loss"].mean("replicate")
     for extra in [d for d in ("scheme", "temperature") if d in curves.dims]:
         curves = curves.isel({extra: 0})
     depths = curves["depth"].values
@@ -158,7 +173,7 @@ def plot_training_curves(ds: xr.Dataset, ax=None):
         for color, depth in zip(palette, depths, strict=True):
             ax.loglog(np.maximum(curves["step"].values, 1), curves.sel(target=target, depth=depth),
                       styles[t % 4], color=color, lw=1, label=f"{target} ℓ={depth}" if t < 2 else None)
-    ax.set(xlabel="step", ylabel="test loss (seed mean)", title="training curves (convergence)")
+    ax.set(xlabel="step", ylabel="test loss (replicate mean)", title="training curves")
     ax.legend(fontsize=6, ncol=2)
     return ax
 
@@ -167,13 +182,13 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     """Mean successive-update angle over the middle layers of trained students, against depth."""
     if ax is None:
         _, (ax,) = new_figure()
-    angles = ds["update_angle"]
+    angles = full_length(ds)["update_angle"]
     for extra in [d for d in ("scheme", "temperature") if d in angles.dims]:
         angles = angles.isel({extra: 0})
     for target in angles["target"].values:
         values = []
         for depth in angles["depth"].values:
-            a = angles.sel(target=target, depth=depth).mean("seed").values[: max(int(depth) - 1, 1)]
+            a = angles.sel(target=target, depth=depth).mean("replicate").values[: max(int(depth) - 1, 1)]
             middle = a[len(a) // 4: max(3 * len(a) // 4, len(a) // 4 + 1)]
             values.append(np.degrees(np.nanmean(middle)) if np.isfinite(middle).any() else np.nan)
         ax.semilogx(angles["depth"].values, values, "o-", label=str(target))

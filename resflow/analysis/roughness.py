@@ -15,6 +15,7 @@ import xarray as xr
 
 from .. import laws
 from ..loglog import power_law_fit
+from .plots import full_length
 
 __all__ = ["roughness_predictions"]
 
@@ -24,7 +25,7 @@ def roughness_predictions(ds: xr.Dataset) -> dict[str, np.ndarray]:
     targets = [str(t) for t in ds["target"].values]
     if "correlated:0" not in targets or "correlated:1" not in targets:
         return {}
-    final = ds["final_loss"].isel(scheme=0).mean("seed")
+    final = full_length(ds)["final_loss"].isel(scheme=0).mean("replicate")
     depth = final["depth"].values.astype(float)
     teacher_depth = float(json.loads(ds.attrs["config"])["teacher_depth"])
     smooth = power_law_fit(depth, final.sel(target="correlated:1").values)

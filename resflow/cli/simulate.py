@@ -16,16 +16,23 @@ from .app import app, console, err_console, interruptible, progress_bar, user_er
 
 def fits_table(fits, title: str) -> Table:
     table = Table(title=title)
-    for column in ("target", "loss", "scheme", "T", "α", "95% CI", "offset fit α", "converged", "regime", "note"):
+    for column in ("target", "scheme", "T", "α", "95% CI", "law α", "95% CI ", "half-length α", "converged",
+                   "regime"):
         table.add_column(column)
     for f in fits:
         table.add_row(
-            f.target, f.loss, f.scheme, "-" if f.temperature is None else f"{f.temperature:g}",
-            f"{f.exponent:.2f}", f"[{f.ci_low:.2f}, {f.ci_high:.2f}]",
-            "-" if f.offset_exponent is None else f"{f.offset_exponent:.2f}",
-            "yes" if f.converged else "[red]no[/]", f.regime, f.note,
+            f.target, f.scheme, "-" if f.temperature is None else f"{f.temperature:g}",
+            f"{f.exponent:.2f}", f"[{f.ci_low:.2f}, {f.ci_high:.2f}]", f"{f.law_exponent:.2f}",
+            f"[{f.law_ci_low:.2f}, {f.law_ci_high:.2f}]", f"{f.half_exponent:.2f}",
+            "yes" if f.converged else "[red]no[/]", f.regime,
         )
     return table
+
+
+def verdicts(fits) -> str:
+    """The unconverged series' verdicts, one line each."""
+    return "\n".join(f"[yellow]{f.target} {f.scheme}{'' if f.temperature is None else f' T={f.temperature:g}'}[/]: "
+                     f"{f.verdict}" for f in fits if not f.converged)
 
 
 @app.command()
@@ -33,8 +40,8 @@ def run(
     experiment: Annotated[str, typer.Argument(help=" | ".join(registered()))],
     preset: Annotated[str, typer.Option(help="cpu (minutes on a laptop) or paper (the study's scale, GPU).")] = "cpu",
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
-    seeds: Annotated[int | None, typer.Option(help="Number of student seeds (overrides the preset).",
-                                              min=1)] = None,
+    replicates: Annotated[int | None, typer.Option(help="Replicates: each its own teachers, data and student "
+                                                        "initialisations (overrides the preset).", min=1)] = None,
     out: Annotated[Path, typer.Option(help="Store directory (created if missing).")] = Path("results"),
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
                     ] = None,
@@ -47,7 +54,8 @@ def run(
 
     with user_errors():
         config = load_preset(experiment, preset)
-        overrides = list(set_ or []) + [f"train.device={device}"] + ([f"seeds={seeds}"] if seeds else [])
+        overrides = (list(set_ or []) + [f"train.device={device}"]
+                     + ([f"replicates={replicates}"] if replicates else []))
         config = config.with_overrides(overrides)
         err_console.print(f"{experiment} ({preset}): {len(config.student_specs())} students, {config.train.steps} "
                           f"steps, targets {', '.join(config.targets)}", highlight=False)
@@ -57,6 +65,8 @@ def run(
             result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
                 step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))
         console.print(fits_table(result.fits, f"Depth exponents: loss ∝ depth^-α ({result.record})"))
+        if any(not f.converged for f in result.fits):
+            console.print(verdicts(result.fits), highlight=False)
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
                       f"figure {result.figure}", highlight=False)
 
@@ -77,6 +87,8 @@ def fit(
             return
         for r in runs:
             console.print(fits_table(r.fits, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})"))
+            if any(not f.converged for f in r.fits):
+                console.print(verdicts(r.fits), highlight=False)
 
 
 @app.command()
@@ -113,7 +125,7 @@ def bench(
     check_steps: Annotated[int, typer.Option(help="Steps of each --check run.", min=1)] = 300,
 ) -> None:
     """Time the batched engine and the per-student loop against this machine's sgemm rate."""
-    from resflow.errors import ConfigError
+    from resflow import ConfigError
     from resflow.sim import precision_check, run_bench, write_bench_json
 
     settings = {"tf32": {"tf32": True}, "cuda-graphs": {"cuda_graphs": True}}

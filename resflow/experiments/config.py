@@ -1,7 +1,8 @@
 """The typed configuration of an experiment, and ``--set key=value`` overrides checked against it.
 
 An :class:`ExperimentConfig` is everything that defines a run: the teachers (targets), the students
-(depths x schemes x seeds x temperatures) and the training recipe (:class:`~resflow.sim.TrainConfig`).
+(depths x schemes x replicates x temperatures x lengths) and the training recipe
+(:class:`~resflow.sim.TrainConfig`).
 Overrides are parsed by the *declared type* of each field, so ``--set depths=2,4,8`` gives a tuple
 of ints and ``--set train.tf32=true`` a bool, and an unknown key is refused with the valid ones.
 """
@@ -16,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._validate import check_int
+from .._validate import check_int, check_real
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
 from ..sim.block import StudentSpec
@@ -31,9 +32,13 @@ class ExperimentConfig:
     """Everything that defines a run: teachers, students, training.
 
     ``targets`` are teacher specs (``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``);
-    every target gets students of every ``depth`` x ``scheme`` x seed (``seeds`` of them, from
-    ``seed``) x temperature (KL).  ``experiment`` names the registered experiment that draws the
-    figure (:func:`resflow.experiments.registered`).
+    every target gets students of every ``depth`` x ``scheme`` x replicate x temperature (KL) x
+    length.  A **replicate** ``r`` has its own teachers (seed ``teacher_seed + r``, shared by the
+    targets so comparisons stay paired), its own data stream (seed ``seed + r``) and its own student
+    initialisations.  ``lengths`` are training lengths as fractions of ``train.steps``: ``(0.5, 1)``
+    adds a copy of every student trained half as long, which the convergence verdict compares
+    (:mod:`resflow.analysis.verdict`).  ``experiment`` names the registered experiment that draws
+    the figure (:func:`resflow.experiments.registered`).
     """
 
     experiment: str
@@ -44,14 +49,15 @@ class ExperimentConfig:
     teacher_seed: int = 0
     depths: tuple[int, ...] = (2, 4, 8, 16)
     schemes: tuple[str, ...] = ("euler",)
-    seeds: int = 3
+    replicates: int = 3
     seed: int = 0
+    lengths: tuple[float, ...] = (0.5, 1.0)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.experiment, str) or not self.experiment:
             raise ConfigError(f"experiment must be a registered experiment name; got {self.experiment!r}.")
-        for name in ("width", "teacher_depth", "vocab", "seeds"):
+        for name in ("width", "teacher_depth", "vocab", "replicates"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         for name in ("teacher_seed", "seed"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
@@ -63,19 +69,25 @@ class ExperimentConfig:
                 raise UnknownNameError(f"scheme {s!r} is not registered; choose from {', '.join(TABLEAUX)}.")
         if not self.targets:
             raise ConfigError("targets must name at least one teacher, e.g. ('independent', 'tied').")
+        lengths = tuple(sorted(check_real("lengths", v, low=0.0, high=1.0, low_open=True) for v in self.lengths))
+        if not lengths or lengths[-1] != 1.0 or len(set(lengths)) != len(lengths):
+            raise ConfigError(f"lengths must be distinct fractions in (0, 1] including 1 (the whole run); got "
+                              f"{self.lengths}. Use (1,) for no convergence check, (0.5, 1) for the verdict.")
+        object.__setattr__(self, "lengths", lengths)
         if not isinstance(self.train, TrainConfig):
             raise ConfigError(f"train must be a TrainConfig; got {type(self.train).__name__}.")
         for t in self.targets:
             self.teacher_config(t)  # validates the spec
 
-    def teacher_config(self, target: str) -> TeacherConfig:
+    def teacher_config(self, target: str, replicate: int = 0) -> TeacherConfig:
+        """The teacher of ``target`` in ``replicate`` (seed ``teacher_seed + replicate``)."""
         return TeacherConfig.from_spec(target, width=self.width, depth=self.teacher_depth, vocab=self.vocab,
-                                       seed=self.teacher_seed)
+                                       seed=self.teacher_seed + replicate)
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
-        return [StudentSpec(t, s, d, self.seed + k, temp) for t in self.targets for s in self.schemes
-                for d in self.depths for k in range(self.seeds) for temp in temps]
+        return [StudentSpec(t, s, d, r, temp, length) for t in self.targets for s in self.schemes
+                for d in self.depths for r in range(self.replicates) for temp in temps for length in self.lengths]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

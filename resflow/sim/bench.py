@@ -46,25 +46,28 @@ class BenchCase:
     width: int
     teacher_depth: int
     depths: tuple[int, ...]
-    seeds: int
+    replicates: int
     batch: int
     steps: int  # timed steps per round (after warm-up)
 
     def build(self, device: str) -> tuple[list[StudentSpec], dict[str, Teacher], TrainConfig]:
-        teachers = {k: Teacher(k, width=self.width, depth=self.teacher_depth, seed=0) for k in ("independent", "tied")}
-        specs = [StudentSpec(t, "euler", d, s) for t in teachers for d in self.depths for s in range(self.seeds)]
+        targets = ("independent", "tied")
+        teachers = {(t, r): Teacher(t, width=self.width, depth=self.teacher_depth, seed=r) for t in targets
+                    for r in range(self.replicates)}
+        specs = [StudentSpec(t, "euler", d, r) for t in targets for d in self.depths for r in range(self.replicates)]
         config = TrainConfig(steps=10**6, batch=self.batch, device=device, eval_every=10**6, eval_batches=1,
                              eval_batch_size=64)
         return specs, teachers, config
 
 
 CASES = {
-    # the smooth-vs-rough cpu preset: width 16 (hidden 64), teacher 32, depths 2-16, 3 seeds, batch 512
-    "cpu-preset": BenchCase(name="cpu-preset", width=16, teacher_depth=32, depths=(2, 4, 8, 16), seeds=3, batch=512,
-                            steps=20),
-    # the study's shapes: width 32 (hidden 128), teacher 128, depths 6-48, batch 1024 (one seed)
-    "study": BenchCase(name="study", width=32, teacher_depth=128, depths=(6, 12, 16, 24, 32, 48), seeds=1, batch=1024,
-                       steps=4),
+    # the students of the smooth-vs-rough cpu preset's full-length run: width 16 (hidden 64), teacher 32,
+    # depths 2-16, 3 replicates (each its own teachers and data), batch 512
+    "cpu-preset": BenchCase(name="cpu-preset", width=16, teacher_depth=32, depths=(2, 4, 8, 16), replicates=3,
+                            batch=512, steps=20),
+    # the study's shapes: width 32 (hidden 128), teacher 128, depths 6-48, batch 1024 (one replicate)
+    "study": BenchCase(name="study", width=32, teacher_depth=128, depths=(6, 12, 16, 24, 32, 48), replicates=1,
+                       batch=1024, steps=4),
 }
 
 
@@ -188,7 +191,8 @@ def run_bench(device: str = "cpu", *, cases: tuple[str, ...] = tuple(CASES), rou
         for name in cases:
             case = CASES[name]
             gen = torch.Generator().manual_seed(1)
-            batches = [torch.randn((case.batch, case.width), generator=gen).to(dev) for _ in range(case.steps + 1)]
+            batches = [torch.randn((case.replicates, case.batch, case.width), generator=gen).to(dev)
+                       for _ in range(case.steps + 1)]
             for engine, step in steps[name].items():
                 report(f"{name} {engine}", done, total)
                 with _PeakMemory(dev) as peak:

@@ -10,8 +10,8 @@ of unit size whose stage :math:`i` is its own MLP (:func:`resflow.dynamics.mlp_b
 MLPs).  Input :math:`h_0 = \mathrm{rmsnorm}(x)`; output :math:`\mathrm{rmsnorm}(h_\ell)`.
 :math:`W_2` and the learned head start at zero, so every student starts as the identity
 (its output is :math:`\mathrm{rmsnorm}(x)`); :math:`W_1, b_1` start at PyTorch's default
-``nn.Linear`` initialisation, drawn on the CPU from a seed that depends on (seed, scheme, depth)
-only, so students of different targets or temperatures with one seed start identical.
+``nn.Linear`` initialisation, drawn on the CPU from a seed that depends on (replicate, scheme,
+depth) only, so students of different targets or temperatures in one replicate start identical.
 
 Losses, per student and averaged over the batch: the MSE between the normalised final states
 (:func:`mse_loss`), or KL(teacher || student) of the softmax outputs (:func:`kl_loss`).
@@ -41,23 +41,41 @@ PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
 @dataclass(frozen=True)
 class StudentSpec:
-    """One student: which teacher it learns, its scheme, depth, seed, and KL temperature (NaN for MSE)."""
+    """One student.
+
+    Attributes
+    ----------
+    target : str
+        The teacher it learns (a teacher spec such as ``"tied"``).
+    scheme : str
+        Its block (a name in :data:`resflow.dynamics.TABLEAUX`).
+    depth : int
+    replicate : int
+        Its replicate: the seed of its initialisation, and of its teacher and data stream in an
+        experiment (students of one replicate share teacher seeds and data across targets).
+    temperature : float
+        KL teacher temperature (NaN for MSE).
+    length : float
+        Its training length as a fraction of the run's steps (1: the whole run; 0.5: a copy trained
+        for half as long, with the schedule compressed to its length, for the convergence verdict).
+    """
 
     target: str
     scheme: str
     depth: int
-    seed: int
+    replicate: int
     temperature: float = float("nan")
+    length: float = 1.0
 
     def sort_key(self) -> tuple:
-        """Deterministic order: scheme, deepest first, then target, seed, temperature (NaN-safe)."""
+        """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe)."""
         temp = -1.0 if math.isnan(self.temperature) else self.temperature
-        return (self.scheme, -self.depth, self.target, self.seed, temp)
+        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp)
 
 
 def student_seed(seed: int, scheme: str, depth: int) -> int:
-    """Initialisation seed of a student: depends on (seed, scheme, depth) only, so students of
-    different targets or temperatures with the same seed start from the same weights."""
+    """Initialisation seed of a student: depends on (replicate, scheme, depth) only, so students of
+    different targets, temperatures or lengths in one replicate start from the same weights."""
     digest = hashlib.sha256(f"resflow-student:{seed}:{scheme}:{depth}".encode()).hexdigest()
     return int(digest[:15], 16)
 
@@ -72,7 +90,7 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     identity at initialisation.
     """
     stages = get_tableau(spec.scheme).stages
-    gen = torch.Generator().manual_seed(student_seed(spec.seed, spec.scheme, spec.depth))
+    gen = torch.Generator().manual_seed(student_seed(spec.replicate, spec.scheme, spec.depth))
     std = mlp_init_std(width, hidden)
     shapes = mlp_parameter_shapes(width, hidden)
     bound = {name: s * 3**0.5 for name, s in std.items()}

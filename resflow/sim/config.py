@@ -51,12 +51,6 @@ class TrainConfig:
         Fresh test batches per evaluation (kept separate for the bootstrap).
     checkpoint_every : int
         Steps between checkpoints (a kill loses at most this many steps).
-    convergence_window : float
-        Fraction of training compared at the end by the convergence diagnostic.
-    convergence_tol : float
-        Largest relative drop of the test loss over the last window for a student to count as converged.
-    exponent_drift_tol : float
-        Largest change of the fitted exponent over the last window for a series to count as converged.
     dtype : {"float32", "float64"}
     device : {"auto", "cpu", "cuda"}
     tf32 : bool
@@ -83,9 +77,6 @@ class TrainConfig:
     eval_batches: int = 8
     eval_batch_size: int = 2048
     checkpoint_every: int = 500
-    convergence_window: float = 0.1
-    convergence_tol: float = 0.05
-    exponent_drift_tol: float = 0.15
     dtype: str = "float32"
     device: str = "auto"
     tf32: bool = False
@@ -106,14 +97,11 @@ class TrainConfig:
             raise ConfigError("loss='kl' needs at least one teacher temperature, e.g. temperatures=(0.1, 1.0).")
         for name in ("lr_base", "lr_scale", "adam_eps"):
             set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
-        for name in ("constant_fraction", "convergence_window"):
-            set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0))
+        set_("constant_fraction", check_real("constant_fraction", self.constant_fraction, low=0.0, high=1.0))
         set_("final_lr_fraction", check_real("final_lr_fraction", self.final_lr_fraction, low=0.0, high=1.0,
                                              low_open=True))
         for name in ("adam_beta1", "adam_beta2"):
             set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0, high_open=True))
-        for name in ("convergence_tol", "exponent_drift_tol"):
-            set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
         for name in ("lr_depth_scaling", "tf32", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}.")
@@ -125,12 +113,15 @@ class TrainConfig:
         return json.dumps(self.to_dict(), sort_keys=True)
 
 
-def lr_multiplier(step: int, config: TrainConfig) -> float:
-    """Schedule factor in ``(0, 1]`` at ``step`` (0-based): constant, then decay to ``final_lr_fraction``."""
-    start = config.constant_fraction * config.steps
+def lr_multiplier(step: int, config: TrainConfig, total: int | None = None) -> float:
+    """Schedule factor in ``(0, 1]`` at ``step`` (0-based): constant, then decay to ``final_lr_fraction``
+    at the last step.  ``total`` is the student's own number of steps (default ``config.steps``): a
+    student trained for half the run has the same schedule compressed to its length."""
+    total = config.steps if total is None else total
+    start = config.constant_fraction * total
     if config.decay == "none" or step < start:
         return 1.0
-    span = max(config.steps - 1 - start, 1.0)
+    span = max(total - 1 - start, 1.0)
     progress = min((step - start) / span, 1.0)
     if config.decay == "linear":
         return 1.0 - (1.0 - config.final_lr_fraction) * progress

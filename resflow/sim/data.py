@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["DataStream", "EVAL_SEED_OFFSET"]
+__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET"]
 
 EVAL_SEED_OFFSET = 0x5EED
 
@@ -34,3 +34,24 @@ class DataStream:
     def load(self, state: dict[str, torch.Tensor]) -> None:
         self.train_gen.set_state(state["train"])
         self.eval_gen.set_state(state["eval"])
+
+
+class ReplicateStreams:
+    """One :class:`DataStream` per replicate (seed ``seed + replicate``); batches are stacked ``(R, B, d)``."""
+
+    def __init__(self, seed: int, replicates: list[int], width: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.replicates = list(replicates)
+        self.streams = [DataStream(seed + r, width, dtype, device) for r in self.replicates]
+
+    def train_batch(self, batch: int) -> torch.Tensor:
+        return torch.stack([s.train_batch(batch) for s in self.streams])
+
+    def eval_batch(self, batch: int) -> torch.Tensor:
+        return torch.stack([s.eval_batch(batch) for s in self.streams])
+
+    def state(self) -> list[dict[str, torch.Tensor]]:
+        return [s.state() for s in self.streams]
+
+    def load(self, state: list[dict[str, torch.Tensor]]) -> None:
+        for stream, saved in zip(self.streams, state, strict=True):
+            stream.load(saved)

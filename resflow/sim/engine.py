@@ -6,11 +6,15 @@ teachers, per-element learning rates, scratch buffers).  Everything that changes
 :class:`~resflow.sim.state.TrainState`:
 
 * ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.sim.block.init_student`),
-  zero Adam moments, the data stream;
-* ``state = trainer.step(state, x)`` -- one Adam step on a training batch ``x`` for every student
-  (teachers evaluated once; fused forward/backward, :mod:`resflow.sim.kernels`); a student whose
-  loss or gradient is not finite is frozen and marked failed with the reason;
-* ``trainer.evaluate(state, x)`` -- per-student test loss on a batch.
+  zero Adam moments, one data stream per replicate (seed ``seed + replicate``);
+* ``state = trainer.step(state, *trainer.next_batch(state))`` -- one Adam step of every student
+  still training (teachers evaluated once, ahead; fused forward/backward, :mod:`resflow.sim.kernels`);
+  a student whose loss or gradient is not finite is frozen and marked failed with the reason;
+* ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
+
+Students are grouped in banks by scheme and training length: a bank of length 0.5 (the half-length
+copies of the convergence verdict) trains for the first half of the run with its schedule
+compressed to that length, then stays frozen and is evaluated with the others at the end.
 
 :func:`train` is the driver: evaluations every ``eval_every`` steps, atomic checkpoints every
 ``checkpoint_every`` steps and on Ctrl-C, resume, progress.  No global torch setting is changed:
@@ -22,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -34,20 +38,20 @@ from ..errors import ConfigError, IncompatibleOptionsError
 from .bank import StudentBank
 from .block import StudentSpec
 from .config import TrainConfig, lr_multiplier, student_lr
-from .data import DataStream
+from .data import ReplicateStreams
 from .graphs import StepGraphs
 from .kernels import bank_backward, bank_forward, kl_head, mse_head
 from .optim import AdamSettings, adam_apply, adam_scalars
 from .results import TrainingResult
 from .state import CHECKPOINT_NAME, TrainState, load_checkpoint, save_checkpoint
-from .targets import Targets
+from .targets import Targets, teacher_key
 from .teacher import Teacher
 
-__all__ = ["Trainer", "train", "resolve_device", "StateMetrics", "CHECKPOINT_NAME", "METRIC_BATCH"]
+__all__ = ["Trainer", "train", "resolve_device", "StateMetrics", "CHECKPOINT_NAME", "METRIC_BATCH", "PREFETCH"]
 
 METRIC_BATCH = 1024  # inputs used for the hidden-state metrics of the trained students
-PREFETCH = 8  # training batches drawn at once, their teacher outputs computed in one pass
 METRIC_SEED = 12345
+PREFETCH = 8  # training batches drawn at once, their teacher outputs computed in one pass
 StateMetrics = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 """``states (L + 1, n, d) -> {name: per-layer values (layers, n)}``, e.g. :func:`resflow.analysis.token_metrics`."""
 
@@ -61,17 +65,18 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def _check(specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
+def _check(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig) -> None:
     if not specs:
-        raise ConfigError("no students to train: give at least one depth, scheme, seed and target.")
+        raise ConfigError("no students to train: give at least one depth, scheme, replicate and target.")
     if not teachers:
         raise ConfigError("no teachers: give at least one target, e.g. {'tied': Teacher('tied')}.")
     for s in specs:
-        if s.target not in teachers:
-            raise ConfigError(f"student target {s.target!r} has no teacher; teachers are {sorted(teachers)}.")
+        teacher_key(s, teachers)
         get_tableau(s.scheme)
         if config.loss == "kl" and s.temperature not in config.temperatures:
             raise ConfigError(f"student temperature {s.temperature} is not in temperatures {config.temperatures}.")
+        if not 0.0 < s.length <= 1.0 or round(s.length * config.steps) < 1:
+            raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got {s.length}.")
     widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
     if len(widths) != 1:
         raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")
@@ -80,7 +85,7 @@ def _check(specs: list[StudentSpec], teachers: dict[str, Teacher], config: Train
 class Trainer:
     """The static part of a run, and its ``init``/``step``/``evaluate`` functions (module docstring)."""
 
-    def __init__(self, specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
+    def __init__(self, specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig) -> None:
         _check(specs, teachers, config)
         self.config = config
         self.device = resolve_device(config.device)
@@ -88,18 +93,24 @@ class Trainer:
         any_teacher = next(iter(teachers.values()))
         self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
         self.temperatures = sorted(set(config.temperatures))
-        self.targets = Targets(teachers, self.temperatures, config.loss == "kl", self.dtype, self.device)
-        self.banks = [StudentBank([s for s in specs if s.scheme == scheme], self.width, hidden, vocab)
-                      for scheme in sorted({s.scheme for s in specs})]
+        self.replicates = sorted({s.replicate for s in specs})
+        self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl", self.dtype,
+                               self.device)
+        groups = sorted({(s.scheme, s.length) for s in specs}, key=lambda g: (g[0], -g[1]))
+        self.banks = [StudentBank([s for s in specs if (s.scheme, s.length) == g], self.width, hidden, vocab)
+                      for g in groups]
+        self.bank_steps = [round(g[1] * config.steps) for g in groups]
         self.order = [s for bank in self.banks for s in bank.specs]
+        self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
         self.adam = AdamSettings(config.adam_beta1, config.adam_beta2, config.adam_eps)
         self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype).to(self.device)
                    for bank in self.banks]
         self.grads = [torch.zeros(bank.size, dtype=self.dtype, device=self.device) for bank in self.banks]
         self.work = [torch.empty_like(g) for g in self.grads]
-        labels = self.targets.labels
-        self.teacher_index = [torch.tensor([labels.index(s.target) for s in b.specs], device=self.device)
-                              for b in self.banks]
+        self.slot_index = [torch.tensor([self.targets.slot_of(s, teachers) for s in b.specs], device=self.device)
+                           for b in self.banks]
+        self.replicate_index = [torch.tensor([self.replicates.index(s.replicate) for s in b.specs], device=self.device)
+                                for b in self.banks]
         if config.loss == "kl":
             self.temp_index = [torch.tensor([self.temperatures.index(s.temperature) for s in b.specs],
                                             device=self.device) for b in self.banks]
@@ -114,16 +125,21 @@ class Trainer:
     def fingerprint(self, seed: int) -> dict:
         """What a checkpoint must match to be resumed by this trainer."""
         return {"config": self.config.to_json(), "specs": [repr(s) for s in self.order], "seed": seed,
-                "teachers": {k: t.config.to_json() for k, t in self.targets.teachers.items()}}
+                "teachers": {str(k): t.config.to_json() for k, t in self.targets.teachers.items()}}
 
     def init(self, seed: int = 0) -> TrainState:
         """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it, zero Adam moments,
-        the data stream of ``seed``."""
+        one data stream per replicate."""
         params = [bank.initial_parameters(self.dtype).to(self.device) for bank in self.banks]
+        n = len(self.order)
         return TrainState(step=0, params=params, adam_m=[torch.zeros_like(p) for p in params],
                           adam_v=[torch.zeros_like(p) for p in params],
-                          data=DataStream(seed, self.width, self.dtype, self.device),
-                          failed=torch.zeros(len(self.order), dtype=torch.bool), reasons=[""] * len(self.order))
+                          data=ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device),
+                          failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n)
+
+    def active(self, step: int) -> list[int]:
+        """Banks still training at ``step``."""
+        return [k for k, steps in enumerate(self.bank_steps) if step < steps]
 
     def _layers(self, k: int, flat: torch.Tensor):
         key = (k, flat.data_ptr())
@@ -133,18 +149,18 @@ class Trainer:
 
     def _bank_loss(self, k: int, final: torch.Tensor, targets: dict, params: torch.Tensor, with_grad: bool):
         """Per-student loss of bank ``k`` and its gradient with respect to the final states."""
-        index = self.teacher_index[k]
+        slot = self.slot_index[k]
         if self.config.loss == "mse":
-            return mse_head(final, targets["final"][index], with_grad)
-        logp = targets["logp"][index, self.temp_index[k]]
+            return mse_head(final, targets["final"][slot], with_grad)
+        logp = targets["logp"][slot, self.temp_index[k]]
         _, head = self._layers(k, params)
         if self.config.head == "shared":
-            head = targets["heads"][index]
+            head = targets["heads"][slot]
         g_head = self._layers(k, self.grads[k])[1] if self.config.head == "learned" else None
         return kl_head(final, head, logp, self.head_temperature[k], g_head, with_grad)
 
     def next_batch(self, state: TrainState) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next training batch and its teachers' final states.
+        """The next training batch (R, B, d) -- one per replicate -- and its slots' teacher final states.
 
         Batches are drawn ``PREFETCH`` at a time (the same draws, in the same order, as one by one)
         and the teachers run once on all of them; the ones not yet used wait in ``state.pending``
@@ -152,56 +168,63 @@ class Trainer:
         """
         if not state.pending:
             xs = [state.data.train_batch(self.config.batch) for _ in range(PREFETCH)]
-            finals = self.targets.final_states(torch.cat(xs)).split(self.config.batch, dim=1)
+            finals = self.targets.final_states(torch.cat(xs, dim=1)).split(self.config.batch, dim=1)
             state.pending = list(zip(xs, finals, strict=True))
         return state.pending.pop(0)
 
-    def _gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor | None = None
-                   ) -> torch.Tensor:
-        """Every student's training loss on ``x`` (trainer order); writes the gradients into ``self.grads``.
-        ``finals`` are the teachers' final states on ``x`` if already computed."""
-        targets = self.targets.outputs(self.targets.final_states(x) if finals is None else finals)
+    def _gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor,
+                   banks: list[int]) -> list[torch.Tensor]:
+        """Training losses of the students of ``banks`` on ``x`` (R, B, d); writes their gradients."""
+        targets = self.targets.outputs(finals)
         h0 = rmsnorm(x)
         losses = []
-        for k, bank in enumerate(self.banks):
+        for k in banks:
+            bank = self.banks[k]
             layers, _ = self._layers(k, params[k])
-            final, saved = bank_forward(h0, layers, bank.a, bank.b, save=True)
+            final, saved = bank_forward(h0[self.replicate_index[k]], layers, bank.a, bank.b, save=True)
             loss, g_final = self._bank_loss(k, final, targets, params[k], with_grad=True)
             bank_backward(g_final, layers, self._layers(k, self.grads[k])[0], bank.a, bank.b, saved)
             losses.append(loss)
-        return torch.cat(losses)
+        return losses
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
-        """One Adam step of every active student on the batch ``x`` (batch, width); returns the state
-        (its buffers are updated in place).  ``finals``: the teachers' final states on ``x``, if known
-        (:meth:`next_batch`)."""
-        coef, bias2_sqrt = adam_scalars(state.step + 1, lr_multiplier(state.step, self.config), self.adam)
+        """One Adam step of every student still training, on the batches ``x`` (R, B, d); returns the
+        state (its buffers are updated in place).  ``finals``: the slots' teacher outputs on ``x``, if
+        known (:meth:`next_batch`)."""
+        banks = self.active(state.step)
         if finals is None:
             finals = self.targets.final_states(x)
+        scalars = [adam_scalars(state.step + 1, lr_multiplier(state.step, self.config, self.bank_steps[k]), self.adam)
+                   for k in banks]
         if self.graphs is not None and self.graphs.ready(state):
-            losses = self.graphs.step(state, x, finals, coef, bias2_sqrt)
+            losses = self.graphs.step(state, x, finals, banks, scalars)
         else:
-            losses = self._gradients(state.params, x, finals)
-            self._check(state, losses)
-            for k in range(len(self.banks)):
-                adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr[k], self.adam,
-                           self.work[k], coef, bias2_sqrt)
+            losses = self._gradients(state.params, x, finals, banks)
+            self._check(state, banks, losses)
+            self._update(state, banks, scalars)
+        last = torch.full((len(self.order),), math.nan, dtype=torch.float64)
+        for k, loss in zip(banks, losses, strict=True):
+            last[self.offsets[k]:self.offsets[k + 1]] = loss.detach().double().cpu()
         state.step += 1
-        state.last_loss = losses
+        state.last_loss = last
         return state
 
-    def _check(self, state: TrainState, losses: torch.Tensor) -> bool:
+    def _update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None:
+        for k, (coef, bias2_sqrt) in zip(banks, scalars, strict=True):
+            adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr[k], self.adam,
+                       self.work[k], coef, bias2_sqrt)
+
+    def _check(self, state: TrainState, banks: list[int], losses: list[torch.Tensor]) -> bool:
         """Isolate the students whose loss or gradient is not finite; True when every student is fine."""
-        fine, offset = True, 0
-        for k, bank in enumerate(self.banks):
-            fine &= self._isolate_failures(state, k, offset, losses[offset:offset + len(bank)])
-            offset += len(bank)
+        fine = True
+        for k, loss in zip(banks, losses, strict=True):
+            fine &= self._isolate_failures(state, k, loss)
         return fine
 
-    def _isolate_failures(self, state: TrainState, k: int, offset: int, loss: torch.Tensor) -> bool:
+    def _isolate_failures(self, state: TrainState, k: int, loss: torch.Tensor) -> bool:
         """Freeze (learning rate 0, gradient 0) the students of bank ``k`` whose loss or gradient is not
         finite; True when none of them is frozen."""
-        bank, grads = self.banks[k], self.grads[k]
+        bank, grads, offset = self.banks[k], self.grads[k], self.offsets[k]
         bad_loss = ~torch.isfinite(loss).cpu()
         # one reduction for the common case: the sum of the gradients is finite unless an element is not
         # (or the sum overflows, when the per-student check below finds nothing to freeze)
@@ -221,12 +244,12 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, state: TrainState, x: torch.Tensor) -> torch.Tensor:
-        """Per-student test loss on the batch ``x`` (CPU float64, trainer order; NaN for failed students)."""
+        """Per-student test loss on ``x`` (R, B, d) (CPU float64, trainer order; NaN for failed students)."""
         targets = self.targets(x)
         h0 = rmsnorm(x)
         out = []
         for k, bank in enumerate(self.banks):
-            final, _ = bank_forward(h0, self._layers(k, state.params[k])[0], bank.a, bank.b)
+            final, _ = bank_forward(h0[self.replicate_index[k]], self._layers(k, state.params[k])[0], bank.a, bank.b)
             out.append(self._bank_loss(k, final, targets, state.params[k], with_grad=False)[0])
         values = torch.cat(out).double().cpu()
         values[state.failed] = math.nan
@@ -234,19 +257,19 @@ class Trainer:
 
     @torch.no_grad()
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
-        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x``, (depth + 1, B, d)."""
-        offset = 0
+        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d)."""
         for k, bank in enumerate(self.banks):
             _, _, states = bank_forward(rmsnorm(x), self._layers(k, state.params[k])[0], bank.a, bank.b,
                                         return_states=True)
             for i, spec in enumerate(bank.specs):
-                yield offset + i, torch.stack([states[layer][i] for layer in range(spec.depth + 1)])
-            offset += len(bank)
+                yield self.offsets[k] + i, torch.stack([states[layer][i] for layer in range(spec.depth + 1)])
 
     def flops_per_step(self, batch: int) -> float:
-        """Analytic FLOPs of one training step: every student's forward and backward, every teacher's forward."""
-        teachers = sum(4.0 * batch * t.width * t.config.hidden * t.depth for t in self.targets.teachers.values())
-        return sum(bank.flops_per_step(batch) for bank in self.banks) + teachers
+        """Analytic FLOPs of one training step of the whole run: every student's forward and backward,
+        every teacher slot's forward."""
+        slots = sum(4.0 * batch * t.width * t.config.hidden * t.depth
+                    for t in (self.targets.teachers[k] for k in self.targets.labels))
+        return sum(bank.flops_per_step(batch) for bank in self.banks) + slots
 
     @contextlib.contextmanager
     def precision(self) -> Iterator[None]:
@@ -265,7 +288,7 @@ class Trainer:
 # ------------------------------------------------------------------------------------------ driver
 def train(
     specs: list[StudentSpec],
-    teachers: dict[str, Teacher],
+    teachers: Mapping[Hashable, Teacher],
     config: TrainConfig,
     *,
     seed: int = 0,
@@ -280,11 +303,12 @@ def train(
     Parameters
     ----------
     specs : list of StudentSpec
-    teachers : dict
-        Target label -> :class:`~resflow.sim.Teacher` (every ``spec.target`` must be a key).
+    teachers : mapping
+        ``(target, replicate)`` or ``target`` -> :class:`~resflow.sim.Teacher`
+        (:func:`~resflow.sim.targets.teacher_key`).
     config : TrainConfig
     seed : int
-        Seed of the data stream (student initialisations come from each spec's seed).
+        Seed of the data streams (replicate ``r`` uses ``seed + r``; initialisations come from each spec).
     run_dir : Path, optional
         Where the checkpoint lives; without it nothing is written.
     resume : bool
@@ -350,8 +374,8 @@ def train(
 
 def _summary(order: list[StudentSpec], state: TrainState) -> dict[str, float]:
     out: dict[str, list[float]] = {}
-    for spec, value, bad in zip(order, state.last_loss.double().cpu().tolist(), state.failed.tolist(), strict=True):
-        if not bad:
+    for spec, value, bad in zip(order, state.last_loss.tolist(), state.failed.tolist(), strict=True):
+        if not bad and math.isfinite(value):
             out.setdefault(spec.target, []).append(value)
     return {k: float(np.mean(v)) for k, v in out.items()}
 
@@ -371,4 +395,3 @@ def _hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) 
         for name, mean in values.items():
             out[name][i, : mean.shape[0]] = mean
     return out
-

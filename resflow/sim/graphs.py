@@ -32,61 +32,60 @@ class StepGraphs:
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.enabled = True
-        self.buffers: tuple[int, ...] | None = None
+        self.key: tuple | None = None
 
     def ready(self, state: TrainState) -> bool:
         return self.enabled and state.step >= WARMUP and not bool(state.failed.any())
 
-    def _capture(self, state: TrainState) -> None:
+    def _capture(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor, banks: list[int]) -> None:
         trainer = self.trainer
         device = trainer.device
-        self.x = torch.zeros((trainer.config.batch, trainer.width), dtype=trainer.dtype, device=device)
-        self.finals = torch.zeros((len(trainer.targets.labels), trainer.config.batch, trainer.width),
-                                  dtype=trainer.dtype, device=device)
-        self.coef = torch.zeros((), dtype=trainer.dtype, device=device)
-        self.bias2 = torch.ones((), dtype=trainer.dtype, device=device)
+        self.x, self.finals = torch.zeros_like(x), torch.zeros_like(finals)
+        self.coef = [torch.zeros((), dtype=trainer.dtype, device=device) for _ in banks]
+        self.bias2 = [torch.ones((), dtype=trainer.dtype, device=device) for _ in banks]
+
+        def update(params, moments_m, moments_v):
+            for j, k in enumerate(banks):
+                adam_apply(params[k], trainer.grads[k], moments_m[k], moments_v[k], trainer.lr[k], trainer.adam,
+                           trainer.work[k], self.coef[j], self.bias2[j])
+
         side = torch.cuda.Stream(device=device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
-            for _ in range(WARMUP):
-                trainer._gradients(state.params, self.x, self.finals)
-                scratch = [(p.clone(), m.clone(), v.clone()) for p, m, v in zip(state.params, state.adam_m,
-                                                                                  state.adam_v, strict=True)]
-                for k, (p, m, v) in enumerate(scratch):
-                    adam_apply(p, trainer.grads[k], m, v, trainer.lr[k], trainer.adam, trainer.work[k], self.coef,
-                               self.bias2)
+            for _ in range(WARMUP):  # warm-up replays on scratch copies: the state is not touched
+                trainer._gradients(state.params, self.x, self.finals, banks)
+                update([p.clone() for p in state.params], [m.clone() for m in state.adam_m],
+                       [v.clone() for v in state.adam_v])
         torch.cuda.current_stream(device).wait_stream(side)
         self.gradients = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.gradients):
-            self.losses = trainer._gradients(state.params, self.x, self.finals)
+            self.losses = trainer._gradients(state.params, self.x, self.finals, banks)
         self.update = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.update):
-            for k in range(len(trainer.banks)):
-                adam_apply(state.params[k], trainer.grads[k], state.adam_m[k], state.adam_v[k], trainer.lr[k],
-                           trainer.adam, trainer.work[k], self.coef, self.bias2)
-        self.buffers = self._key(state)
+            update(state.params, state.adam_m, state.adam_v)
 
     @staticmethod
-    def _key(state: TrainState) -> tuple[int, ...]:
-        return tuple(t.data_ptr() for t in state.params + state.adam_m + state.adam_v)
+    def _key(state: TrainState, banks: list[int]) -> tuple:
+        return tuple(banks), tuple(t.data_ptr() for t in state.params + state.adam_m + state.adam_v)
 
-    def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor, coef: float,
-             bias2_sqrt: float) -> torch.Tensor:
-        """One training step by replay; returns the per-student losses."""
-        if self.buffers != self._key(state):  # first use, or a new state's buffers
-            self._capture(state)
+    def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor, banks: list[int],
+             scalars: list[tuple[float, float]]) -> list[torch.Tensor]:
+        """One training step of ``banks`` by replay; returns their per-student losses."""
+        key = self._key(state, banks)
+        if self.key != key:  # first use, another set of training banks, or a new state's buffers
+            self._capture(state, x, finals, banks)
+            self.key = key
         self.x.copy_(x)
         self.finals.copy_(finals)
-        self.coef.fill_(coef)
-        self.bias2.fill_(bias2_sqrt)
+        for j, (coef, bias2_sqrt) in enumerate(scalars):
+            self.coef[j].fill_(coef)
+            self.bias2[j].fill_(bias2_sqrt)
         self.gradients.replay()
-        losses = self.losses.clone()
+        losses = [loss.clone() for loss in self.losses]
         trainer = self.trainer
-        if trainer._check(state, losses):
+        if trainer._check(state, banks, losses):
             self.update.replay()
         else:  # a student failed: it is frozen now; finish this step eagerly and stay eager
             self.enabled = False
-            for k in range(len(trainer.banks)):
-                adam_apply(state.params[k], trainer.grads[k], state.adam_m[k], state.adam_v[k], trainer.lr[k],
-                           trainer.adam, trainer.work[k], coef, bias2_sqrt)
+            trainer._update(state, banks, scalars)
         return losses

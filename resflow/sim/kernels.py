@@ -133,14 +133,15 @@ def block_backward(g: torch.Tensor, p: LayerParams, grads: LayerParams, a: tuple
 
 def bank_forward(h0: torch.Tensor, layers: list[LayerParams], a: tuple, b: tuple, *, save: bool = False,
                  return_states: bool = False):
-    """Final states ``(n, B, d)`` of a bank of students from their (shared) first states ``h0`` (B, d).
+    """Final states ``(n, B, d)`` of a bank of students from their first states ``h0``: (n, B, d), or
+    (B, d) shared by all.
 
     ``layers[l]`` holds the ``n_l`` students deeper than ``l`` (non-increasing ``n_l``).  Returns
     ``(final, saved)`` where ``saved[l]`` are the stages of layer ``l`` (empty lists unless ``save``);
     with ``return_states`` also the list of states after every layer (layer ``l``: ``n_l`` students).
     """
     n = layers[0].W1.shape[0]
-    h = h0.expand(n, *h0.shape)
+    h = h0 if h0.ndim == 3 else h0.expand(n, *h0.shape)
     finished, saved, states = [], [], [h] if return_states else None
     for p in layers:
         count = p.W1.shape[0]

@@ -18,7 +18,7 @@ import torch
 from ..dynamics.tableau import get_tableau
 from .block import StudentSpec, init_student, kl_loss, mse_loss, student_forward, student_logits
 from .config import TrainConfig, lr_multiplier, student_lr
-from .data import DataStream
+from .data import ReplicateStreams
 from .engine import _check, resolve_device
 from .results import TrainingResult
 from .targets import Targets
@@ -30,11 +30,12 @@ __all__ = ["ReferenceLoop", "train_reference"]
 class ReferenceLoop:
     """The students of ``specs`` as separate models with separate ``torch.optim.Adam`` optimisers.
 
-    ``loop.step(x)`` trains every student on the batch ``x``, one after the other;
-    ``loop.evaluate(x)`` returns their test losses (students in :meth:`StudentSpec.sort_key` order).
+    ``loop.step(x)`` trains every student still training on its replicate's batch of ``x`` (R, B, d),
+    one after the other; ``loop.evaluate(x)`` returns their test losses (students in
+    :meth:`StudentSpec.sort_key` order).
     """
 
-    def __init__(self, specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig) -> None:
+    def __init__(self, specs: list[StudentSpec], teachers: dict, config: TrainConfig) -> None:
         _check(specs, teachers, config)
         self.config = config
         self.dtype = getattr(torch, config.dtype)
@@ -42,8 +43,11 @@ class ReferenceLoop:
         any_teacher = next(iter(teachers.values()))
         self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
         self.temperatures = sorted(set(config.temperatures))
-        self.targets = Targets(teachers, self.temperatures, config.loss == "kl", self.dtype, self.device)
+        self.replicates = sorted({s.replicate for s in specs})
+        self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl", self.dtype,
+                               self.device)
         self.order = sorted(specs, key=StudentSpec.sort_key)
+        self.slots = [self.targets.slot_of(s, teachers) for s in self.order]
         self.students = []
         for spec in self.order:
             params = {k: v.to(self.device).requires_grad_(True)
@@ -54,9 +58,9 @@ class ReferenceLoop:
             self.students.append((spec, params, opt, get_tableau(spec.scheme)))
         self.steps_done = 0
 
-    def _loss(self, spec: StudentSpec, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:
-        t = self.targets.labels.index(spec.target)
-        h = student_forward(params, x, tableau)
+    def _loss(self, i: int, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:
+        spec, t = self.order[i], self.slots[i]
+        h = student_forward(params, x[self.replicates.index(spec.replicate)], tableau)
         if self.config.loss == "mse":
             return mse_loss(h, out["final"][t])
         logp = out["logp"][t, self.temperatures.index(spec.temperature)]
@@ -66,19 +70,21 @@ class ReferenceLoop:
 
     def step(self, x: torch.Tensor) -> None:
         out = self.targets(x)
-        factor = lr_multiplier(self.steps_done, self.config)
-        for spec, params, opt, tableau in self.students:
+        for i, (spec, params, opt, tableau) in enumerate(self.students):
+            total = round(spec.length * self.config.steps)
+            if self.steps_done >= total:
+                continue
             for group in opt.param_groups:
-                group["lr"] = student_lr(spec.depth, self.config) * factor
+                group["lr"] = student_lr(spec.depth, self.config) * lr_multiplier(self.steps_done, self.config, total)
             opt.zero_grad()
-            self._loss(spec, params, tableau, x, out).backward()
+            self._loss(i, params, tableau, x, out).backward()
             opt.step()
         self.steps_done += 1
 
     @torch.no_grad()
     def evaluate(self, x: torch.Tensor) -> list[float]:
         out = self.targets(x)
-        return [float(self._loss(s, p, tab, x, out)) for s, p, _, tab in self.students]
+        return [float(self._loss(i, p, tab, x, out)) for i, (_, p, _, tab) in enumerate(self.students)]
 
 
 def train_reference(
@@ -87,7 +93,7 @@ def train_reference(
     """Train every student of ``specs`` one by one (see the module docstring); students in
     :meth:`StudentSpec.sort_key` order."""
     loop = ReferenceLoop(specs, teachers, config)
-    stream = DataStream(seed, loop.width, loop.dtype, loop.device)
+    stream = ReplicateStreams(seed, loop.replicates, loop.width, loop.dtype, loop.device)
 
     def evaluate() -> np.ndarray:
         return np.array([loop.evaluate(stream.eval_batch(config.eval_batch_size))

@@ -1,9 +1,11 @@
 """Labelled results: the one place a training run becomes an ``xarray.Dataset``.
 
 Dimensions: ``target`` (teacher spec), ``scheme``, ``temperature`` (KL runs only), ``depth``,
-``seed``, plus ``step`` (evaluation steps), ``eval_batch`` (final test batches, for the bootstrap)
-and ``layer`` (hidden-state metrics).  Every variable has ``long_name`` and ``units``; the dataset
-attrs carry the provenance (config JSON, seed, versions, commit, device).
+``replicate`` (its own teacher, data stream and initialisation), ``length`` (training length as a
+fraction of the run: 1, and 0.5 for the half-length copies of the convergence verdict), plus
+``step`` (evaluation steps), ``eval_batch`` (final test batches) and ``layer`` (hidden-state
+metrics).  Every variable has ``long_name`` and ``units``; the dataset attrs carry the provenance
+(config JSON, seed, versions, commit, device).
 """
 
 from __future__ import annotations
@@ -52,16 +54,17 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
     kl = loss == "kl"
     schemes = sorted({s.scheme for s in specs})
     depths = sorted({s.depth for s in specs})
-    seeds = sorted({s.seed for s in specs})
+    replicates = sorted({s.replicate for s in specs})
+    lengths = sorted({s.length for s in specs})
     temps = sorted({s.temperature for s in specs}) if kl else []
-    dims = ["target", "scheme"] + (["temperature"] if kl else []) + ["depth", "seed"]
-    shape = [len(targets), len(schemes)] + ([len(temps)] if kl else []) + [len(depths), len(seeds)]
+    dims = ["target", "scheme"] + (["temperature"] if kl else []) + ["depth", "replicate", "length"]
+    shape = [len(targets), len(schemes)] + ([len(temps)] if kl else []) + [len(depths), len(replicates), len(lengths)]
 
     def index(spec):
         idx = [targets.index(spec.target), schemes.index(spec.scheme)]
         if kl:
             idx.append(temps.index(spec.temperature))
-        return tuple(idx + [depths.index(spec.depth), seeds.index(spec.seed)])
+        return tuple(idx + [depths.index(spec.depth), replicates.index(spec.replicate), lengths.index(spec.length)])
 
     n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
     n_layers = next(iter(result.hidden.values())).shape[1] if result.hidden else 1
@@ -85,7 +88,8 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         "target": ("target", targets, {"long_name": "teacher (target function) family"}),
         "scheme": ("scheme", schemes, {"long_name": "Runge-Kutta scheme of the student block"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
-        "seed": ("seed", seeds, {"long_name": "student initialisation seed"}),
+        "replicate": ("replicate", replicates, {"long_name": "replicate (own teacher, data stream and init)"}),
+        "length": ("length", lengths, {"long_name": "training length, fraction of the run's steps", "units": "1"}),
         "step": ("step", result.eval_steps, {"long_name": "optimiser step of the evaluation", "units": "steps"}),
         "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
         "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l of the trained student"}),

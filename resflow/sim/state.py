@@ -20,11 +20,12 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, IncompatibleOptionsError
-from .data import DataStream
+from .data import ReplicateStreams
 
 __all__ = ["TrainState", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "save_checkpoint", "load_checkpoint"]
 
-CHECKPOINT_FORMAT = 2  # 1: engine v1 (pickled objects); 2: tensors and plain data, flat per-bank buffers
+CHECKPOINT_FORMAT = 2  # 1: engine v1 (pickled objects); 2: tensors and plain data, flat per-bank buffers,
+# one data stream per replicate
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
@@ -33,6 +34,7 @@ class TrainState:
     """Everything that changes while training (see the module docstring).
 
     ``params``, ``adam_m`` and ``adam_v`` hold one flat buffer per bank (:class:`~resflow.sim.bank.StudentBank`);
+    ``data`` the replicates' data streams; ``pending`` the batches drawn ahead with their teacher outputs;
     ``failed``/``reasons`` are in the trainer's student order; ``history`` has one row of test
     losses per entry of ``eval_steps``.
     """
@@ -41,7 +43,7 @@ class TrainState:
     params: list[torch.Tensor]
     adam_m: list[torch.Tensor]
     adam_v: list[torch.Tensor]
-    data: DataStream
+    data: ReplicateStreams
     failed: torch.Tensor
     reasons: list[str]
     eval_steps: list[int] = field(default_factory=list)

@@ -1,40 +1,63 @@
-"""Teacher outputs for one batch, computed once per step for every student that learns them.
+"""Teacher outputs for one step, computed once for every student that learns them.
 
-Teachers of one depth, width and scheme (Euler, as every teacher of an experiment) are evaluated
-together: their per-layer weights are stacked along a teacher axis, the branch scale folded into
-:math:`W_2`, and each layer is one call of the fused Euler block of :mod:`resflow.sim.kernels` --
-so two teachers cost one pass of layer calls.  Other teachers are evaluated one by one through
+A *slot* is a (teacher, replicate) pair: the teacher run on that replicate's batch.  Teachers of one
+depth, width and scheme (Euler, as every teacher of an experiment) are evaluated together: their
+per-layer weights are stacked along the slot axis, the branch scale folded into :math:`W_2`, and each
+layer is one call of the fused Euler block of :mod:`resflow.sim.kernels` -- so all teachers cost
+one pass of layer calls.  Other teachers are evaluated slot by slot through
 :class:`~resflow.sim.Teacher`.  The results equal ``Teacher(x)`` to rounding (tested).
+
+Teachers are given as a mapping from a key to a :class:`~resflow.sim.Teacher`; a student's
+teacher is ``teachers[(spec.target, spec.replicate)]`` when that key exists (one teacher per
+replicate, as experiments build them), else ``teachers[spec.target]`` (one teacher for all).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Hashable, Mapping
 
 import torch
 
 from ..dynamics.fields import rmsnorm
+from ..errors import ConfigError
+from .block import StudentSpec
 from .kernels import LayerParams, block_forward
 from .teacher import Teacher
 
-__all__ = ["Targets"]
+__all__ = ["Targets", "teacher_key"]
+
+
+def teacher_key(spec: StudentSpec, teachers: Mapping[Hashable, Teacher]) -> Hashable:
+    """The key of ``spec``'s teacher in ``teachers`` (see the module docstring)."""
+    if (spec.target, spec.replicate) in teachers:
+        return (spec.target, spec.replicate)
+    if spec.target in teachers:
+        return spec.target
+    raise ConfigError(f"student target {spec.target!r} (replicate {spec.replicate}) has no teacher; teachers are "
+                      f"{sorted(map(str, teachers))}.")
 
 
 class Targets:
-    """``targets(x)`` -> ``{"final": (n_T, B, d)}`` and, for KL, ``"logp"`` (n_T, n_temps, B, V) and ``"heads"``."""
+    """``targets.final_states(x)`` (x: (R, B, d), one batch per replicate) -> (n_slots, B, d);
+    ``targets.outputs(finals)`` -> ``{"final"}`` and, for KL, ``"logp"`` (n_slots, n_temps, B, V), ``"heads"``."""
 
-    def __init__(self, teachers: dict[str, Teacher], temperatures: list[float], kl: bool,
-                 dtype: torch.dtype, device: torch.device) -> None:
-        self.labels = list(teachers)
+    def __init__(self, teachers: Mapping[Hashable, Teacher], specs: list[StudentSpec], replicates: list[int],
+                 temperatures: list[float], kl: bool, dtype: torch.dtype, device: torch.device) -> None:
+        keys = {(teacher_key(s, teachers), s.replicate) for s in specs}
+        self.slots = sorted(keys, key=lambda kr: (str(kr[0]), kr[1]))
+        self.labels = [k for k, _ in self.slots]  # the teacher key of each slot
         # copies: the caller's teachers keep their device and dtype
-        self.teachers = {k: copy.deepcopy(t).to(device=device, dtype=dtype) for k, t in teachers.items()}
+        self.teachers = {k: copy.deepcopy(teachers[k]).to(device=device, dtype=dtype)
+                         for k in dict.fromkeys(self.labels)}
+        self.replicate_index = torch.tensor([replicates.index(r) for _, r in self.slots], device=device)
         self.kl = kl
         self.temperatures = torch.tensor(temperatures, dtype=dtype, device=device)
         self.heads = torch.stack([self.teachers[k].head for k in self.labels]) if kl else None
-        first = next(iter(self.teachers.values())).config
-        same = all((t.config.depth, t.config.width, t.config.hidden, t.config.scheme, t.config.branch_scale)
-                   == (first.depth, first.width, first.hidden, first.scheme, first.branch_scale)
-                   for t in self.teachers.values())
+        configs = [self.teachers[k].config for k in self.labels]
+        first = configs[0]
+        same = all((c.depth, c.width, c.hidden, c.scheme, c.branch_scale)
+                   == (first.depth, first.width, first.hidden, first.scheme, first.branch_scale) for c in configs)
         self.stacked = None
         if same and first.scheme == "euler":
             fields = [self.teachers[k].stack.layer_fields for k in self.labels]
@@ -45,12 +68,16 @@ class Targets:
             self.stacked = [LayerParams(stacked(layer, "W1"), stacked(layer, "b1"),
                                         stacked(layer, "W2", first.branch_scale)) for layer in range(first.depth)]
 
+    def slot_of(self, spec: StudentSpec, teachers: Mapping[Hashable, Teacher]) -> int:
+        return self.slots.index((teacher_key(spec, teachers), spec.replicate))
+
     @torch.no_grad()
     def final_states(self, x: torch.Tensor) -> torch.Tensor:
-        """Every teacher's MSE target ``rmsnorm(h_L)``, shape (n_teachers, B, d)."""
+        """Every slot's MSE target ``rmsnorm(h_L)`` on its replicate's batch of ``x`` (R, N, d): (n_slots, N, d)."""
+        inputs = x[self.replicate_index]
         if self.stacked is None:
-            return torch.stack([self.teachers[k](x) for k in self.labels])
-        h = rmsnorm(x).expand(len(self.labels), *x.shape)
+            return torch.stack([self.teachers[k](inputs[s]) for s, k in enumerate(self.labels)])
+        h = rmsnorm(inputs)
         for layer in self.stacked:
             h, _ = block_forward(h, layer, ((0.0,),), (1.0,), save=False)
         return rmsnorm(h)
@@ -61,11 +88,11 @@ class Targets:
 
     @torch.no_grad()
     def outputs(self, finals: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The targets of a batch from the teachers' final states (n_T, B, d): for KL, adds the
+        """The targets of a batch from the slots' final states (n_slots, B, d): for KL, adds the
         log-probabilities at every temperature and the heads."""
         out = {"final": finals}
         if self.kl:
-            logits = torch.bmm(finals, self.heads.transpose(1, 2))  # (n_T, B, V)
+            logits = torch.bmm(finals, self.heads.transpose(1, 2))  # (n_slots, B, V)
             out["logp"] = torch.log_softmax(logits[:, None] / self.temperatures[None, :, None, None], dim=-1)
             out["heads"] = self.heads
         return out

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
-from ..analysis.fits import fits_from_dataset
+from ..analysis.fit_records import fits_from_dataset
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..llm.comparison import depth_part, llm_row

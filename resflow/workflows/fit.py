@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.fits import FitSettings, SeriesFit, fit_dataset, fits_from_dataset, fits_to_dataset
+from ..analysis.fit_records import fits_from_dataset, fits_to_dataset
+from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..errors import ConfigError
 from ..provenance import provenance
 from ..store import Store
@@ -49,16 +50,15 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None) ->
     out = []
     for info in runs:
         ds = store.load(info)
-        resolved = settings.resolved(ds)
-        existing = latest_fit_records(store, settings_json=resolved.to_json()).get(info.id)
+        existing = latest_fit_records(store, settings_json=settings.to_json()).get(info.id)
         experiment = ds.attrs.get("experiment", info.name)
         if existing is not None:
             fits = fits_from_dataset(store.load(existing))
             out.append(RunFits(run=info.id, experiment=experiment, fit_record=existing, fits=tuple(fits), reused=True))
             continue
-        fits = fit_dataset(ds, resolved)
-        record = fits_to_dataset(fits, source_record=info.id, settings=resolved)
-        record.attrs.update(provenance({"fit_settings": resolved.to_json(), "run": info.id}))
+        fits = fit_dataset(ds, settings)
+        record = fits_to_dataset(fits, source_record=info.id, settings=settings)
+        record.attrs.update(provenance({"fit_settings": settings.to_json(), "run": info.id}))
         fit_id = store.write(record, kind="fit", name=info.name)
         out.append(RunFits(run=info.id, experiment=experiment, fit_record=fit_id, fits=tuple(fits), reused=False))
     return out

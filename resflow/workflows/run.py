@@ -15,7 +15,8 @@ from pathlib import Path
 
 import xarray as xr
 
-from ..analysis.fits import FitSettings, SeriesFit, fit_dataset, fits_to_dataset
+from ..analysis.fit_records import fits_to_dataset
+from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..analysis.metrics import METRIC_LABELS, token_metrics
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
@@ -95,7 +96,7 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
         (run_dir / RUN_INFO).write_text(json.dumps({"config": json.loads(config.to_json())}, indent=1))
-    teachers = {t: Teacher(config.teacher_config(t)) for t in config.targets}
+    teachers = {(t, r): Teacher(config.teacher_config(t, r)) for t in config.targets for r in range(config.replicates)}
     result = train(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
                    resume=resume, progress=progress, stop_after=stop_after, state_metrics=token_metrics)
     if result.steps_done < config.train.steps:
@@ -108,7 +109,7 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
     (run_dir / RECORD_NAME).write_text(record + "\n")
     settings = FitSettings()
     fits = fit_dataset(ds, settings)
-    fit_ds = fits_to_dataset(fits, source_record=record, settings=settings.resolved(ds))
+    fit_ds = fits_to_dataset(fits, source_record=record, settings=settings)
     fit_ds.attrs.update(prov)
     fit_record = store.write(fit_ds, kind="fit", name=config.experiment)
     (run_dir / FITS_NAME).write_text(json.dumps([f.to_json() for f in fits], indent=1))

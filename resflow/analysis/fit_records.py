@@ -1,0 +1,107 @@
+"""Fits as store records: a run's :class:`~resflow.analysis.fits.SeriesFit` list as an xarray Dataset and back.
+
+A ``fit`` record has one entry per series on dim ``series`` (coordinates ``target``, ``scheme``,
+``temperature``), the replicate-mean losses on ``(series, depth)``, and in its attrs the fit
+settings and the ``toy-run`` record it fits (``docs/design/store.md``).  Reading it back gives
+fits equal to the ones written, so a comparison never refits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .fits import FitSettings, SeriesFit
+
+__all__ = ["fits_to_dataset", "fits_from_dataset"]
+
+_SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit record
+    "n_replicates": ("replicates per depth", "1"),
+    "exponent": ("depth exponent alpha (loss ~ depth^-alpha): least-squares slope of the replicate-mean curve", "1"),
+    "ci_low": ("lower end of the interval of alpha", "1"),
+    "ci_high": ("upper end of the interval of alpha", "1"),
+    "ci_method": ("how the interval was obtained", "1"),
+    "boot_low": ("lower end of the percentile bootstrap interval over replicates", "1"),
+    "boot_high": ("upper end of the percentile bootstrap interval over replicates", "1"),
+    "law": ("finite-teacher law of the law-aware fit", "1"),
+    "teacher_depth": ("teacher depth L_T", "layers"),
+    "law_exponent": ("alpha of the law-aware fit (finite-teacher factor divided out)", "1"),
+    "law_ci_low": ("lower end of the interval of the law-aware alpha", "1"),
+    "law_ci_high": ("upper end of the interval of the law-aware alpha", "1"),
+    "offset_exponent": ("alpha of the offset fit A depth^-alpha + C", "1"),
+    "offset_floor": ("floor C of the offset fit", "loss"),
+    "half_exponent": ("alpha of the students trained half as long", "1"),
+    "exponent_shift": ("alpha minus the half-length alpha", "1"),
+    "loss_improvement": ("largest relative drop of a depth's loss from half to full length", "1"),
+    "converged": ("the convergence verdict", "1"),
+    "verdict": ("the verdict in words, with the reason when not converged", "1"),
+    "regime": ("regime the law-aware interval is consistent with (never for an unconverged series)", "1"),
+}
+_OPTIONAL = ("offset_exponent", "offset_floor")  # None is stored as NaN
+
+
+def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitSettings) -> xr.Dataset:
+    """A ``fit`` store record: one entry per series on dim ``series``, losses on ``(series, depth)``."""
+    if not fits:
+        raise ValueError("no fits to store")
+    depths = sorted({d for f in fits for d in f.depths})
+    losses = np.full((len(fits), len(depths)), np.nan)
+    for i, f in enumerate(fits):
+        for d, v in zip(f.depths, f.losses, strict=False):
+            losses[i, depths.index(d)] = v
+    data: dict[str, Any] = {}
+    for name, (long_name, units) in _SCALARS.items():
+        values = [getattr(f, name) for f in fits]
+        if name in _OPTIONAL:
+            values = [math.nan if v is None else v for v in values]
+        data[name] = (("series",), np.asarray(values), {"long_name": long_name, "units": units})
+    data["loss_by_depth"] = (("series", "depth"), losses, {"long_name": "replicate-mean final test loss",
+                                                           "units": "loss"})
+    data["fitted_depth"] = (("series", "depth"), [[d in f.depths for d in depths] for f in fits],
+                            {"long_name": "whether the series has this depth", "units": "1"})
+    coords = {
+        "series": ("series", np.arange(len(fits)), {"long_name": "fitted series"}),
+        "target": ("series", [f.target for f in fits], {"long_name": "teacher (target function)"}),
+        "scheme": ("series", [f.scheme for f in fits], {"long_name": "Runge-Kutta scheme of the student block"}),
+        "temperature": ("series", [math.nan if f.temperature is None else f.temperature for f in fits],
+                        {"long_name": "teacher temperature (NaN for MSE)", "units": "1"}),
+        "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
+    }
+    attrs = {"loss": fits[0].loss, "source_record": source_record, "fit_settings": settings.to_json()}
+    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
+    """The :class:`SeriesFit` list a ``fit`` record holds (the inverse of :func:`fits_to_dataset`)."""
+    kinds = {f.name: f.type for f in dataclasses.fields(SeriesFit)}
+    out = []
+    depths = [int(d) for d in ds["depth"].values]
+    for i in range(ds.sizes["series"]):
+        row = ds.isel(series=i)
+        values: dict[str, Any] = {}
+        for name in _SCALARS:
+            value = row[name].item()
+            if name in _OPTIONAL:
+                value = None if not np.isfinite(value) else float(value)
+            elif kinds[name] in ("str", str):
+                value = str(value)
+            elif kinds[name] in ("int", int):
+                value = int(value)
+            elif kinds[name] in ("bool", bool):
+                value = bool(value)
+            else:
+                value = float(value)
+            values[name] = value
+        have = [d for d, keep in zip(depths, row["fitted_depth"].values, strict=True) if keep]
+        losses = tuple(float(v) for d, v in zip(depths, row["loss_by_depth"].values, strict=True)
+                       if d in have and np.isfinite(v))
+        temperature = float(row["temperature"])
+        out.append(SeriesFit(
+            target=str(row["target"].item()), loss=str(ds.attrs.get("loss", "?")), scheme=str(row["scheme"].item()),
+            temperature=None if math.isnan(temperature) else temperature, depths=tuple(have), losses=losses, **values,
+        ))
+    return out
