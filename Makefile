@@ -26,6 +26,7 @@ demo: install
 	$(BIN)/resflow run smooth-vs-rough --preset cpu --out results
 
 test: install-dev
+	$(BIN)/ruff check resflow theory sims tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -m "not slow" -n 2 -q
 
@@ -33,7 +34,7 @@ test-slow: install-dev
 	$(BIN)/python -m pytest -m slow -q
 
 lint: install-dev
-	$(BIN)/ruff check resflow theory sims tests
+	$(BIN)/ruff check resflow theory sims tests benchmarks
 	$(BIN)/lint-imports
 
 clean:

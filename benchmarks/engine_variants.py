@@ -12,6 +12,8 @@ round (the median of those ratios is printed), so machine drift cancels.
   fused+bias-in-mm  the bias as an extra input column, so the first matmul adds it (no broadcast copy)
   fused+recompute   activations recomputed in the backward pass instead of stored (less memory traffic)
   fused, 1 thread   torch.set_num_threads(1)
+  matmuls only      the step's batched matmuls alone, in its order, into preallocated buffers: the ceiling
+                    of this formulation (its GFLOP/s is printed beside the machine's sgemm rate)
   teachers/step     both teachers (depth 32) on one batch, every step
   teachers/8 steps  the same on 8 batches at once, per step (engine v2 draws ahead: PREFETCH)
   --compile         torch.compile (inductor, default mode) of the autograd variant and of the fused
@@ -27,7 +29,7 @@ import time
 import torch
 
 from resflow.dynamics.fields import rmsnorm
-from resflow.sim import StudentSpec, Teacher, Trainer, TrainConfig, mse_loss, student_block
+from resflow.sim import StudentSpec, Teacher, TrainConfig, Trainer, mse_loss, student_block
 from resflow.sim.kernels import bank_backward, bank_forward, mse_head, rms_backward, rms_forward
 
 
@@ -112,6 +114,33 @@ def fused_variant(bank, flat, grads, x, target, *, bias_in_mm=False, recompute=F
             g = g + rms_backward(torch.bmm(gp, p.W1[:, 0]).mul_(2.0), xn, r)
 
 
+def matmuls_only(bank, flat, batch: int):
+    """The step's six batched matmuls per layer (forward two, backward four) on random operands."""
+    gen = torch.Generator().manual_seed(4)
+    d, h = bank.width, bank.hidden
+    layers = bank.layers(flat)
+    ops = []
+    for p in layers:
+        n = p.W1.shape[0]
+        x, a, g = (torch.randn(n, batch, k, generator=gen) for k in (d, h, d))
+        out_h, out_d = torch.empty(n, batch, h), torch.empty(n, batch, d)
+        gw1, gw2 = torch.empty(n, h, d), torch.empty(n, d, h)
+        W1, W2 = p.W1[:, 0], p.W2[:, 0]
+        ops.append((x, a, g, out_h, out_d, gw1, gw2, W1, W2))
+
+    def run():
+        for x, a, _g, out_h, out_d, _, _, W1, W2 in ops:
+            torch.bmm(x, W1.transpose(1, 2), out=out_h)
+            torch.bmm(a, W2.transpose(1, 2), out=out_d)
+        for x, a, g, out_h, out_d, gw1, gw2, W1, W2 in reversed(ops):
+            torch.bmm(g.transpose(1, 2), a, out=gw2)
+            torch.bmm(g, W2, out=out_h)
+            torch.bmm(out_h.transpose(1, 2), x, out=gw1)
+            torch.bmm(out_h, W1, out=out_d)
+
+    return run, 12.0 * batch * d * h * sum(bank.counts)
+
+
 def timed(fn, repeats: int) -> float:
     fn()
     t0 = time.perf_counter()
@@ -125,8 +154,11 @@ def main(rounds: int, compile_: bool) -> None:
     grads = torch.zeros_like(flat)
     leaves = [tuple(getattr(p, n).clone().requires_grad_(True) for n in ("W1", "b1", "W2")) for p in bank.layers(flat)]
     xs = torch.randn(8 * 512, 16, generator=torch.Generator().manual_seed(3))
+    mm, mm_flops = matmuls_only(bank, flat, 512)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     variants = {
         "fused": lambda: fused(bank, flat, grads, x, target),
+        "matmuls only": mm,
         "autograd": lambda: autograd(bank, leaves, x, target),
         "fused+bias-in-mm": lambda: fused_variant(bank, flat, grads, x, target, bias_in_mm=True),
         "fused+recompute": lambda: fused_variant(bank, flat, grads, x, target, recompute=True),
@@ -142,7 +174,9 @@ def main(rounds: int, compile_: bool) -> None:
             variants[name] = compiled
     threads = torch.get_num_threads()
     times: dict[str, list[float]] = {name: [] for name in [*variants, "fused, 1 thread"]}
+    sgemm = []
     for _ in range(rounds):
+        sgemm.append(2 * 1024**3 / timed(lambda: a @ b, 10) / 1e9)
         for name, fn in variants.items():
             times[name].append(timed(fn, 10) / (8 if name == "teachers/8 steps" else 1))
         torch.set_num_threads(1)
@@ -153,6 +187,9 @@ def main(rounds: int, compile_: bool) -> None:
     print(f"torch {torch.__version__}, {threads} threads, {rounds} rounds; ms per step (median) and time / fused")
     for name, values in times.items():
         print(f"{name:22s} {statistics.median(values) * 1e3:8.2f} ms   x{ratios[name]:.2f}")
+    rate = mm_flops / statistics.median(times["matmuls only"]) / 1e9
+    print(f"matmuls only: {rate:.1f} GFLOP/s = {rate / statistics.median(sgemm):.0%} of sgemm "
+          f"({statistics.median(sgemm):.1f} GFLOP/s, 1024 x 1024, same rounds)")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
     "cpu": dataclasses.replace(
-        BASE["cpu"], experiment="roughness", replicates=1,
-        targets=("correlated:0", "correlated:0.5", "correlated:0.9", "correlated:1", "fractional:0.75"),
+        BASE["cpu"], experiment="roughness", replicates=2,
+        targets=("correlated:0", "correlated:0.25", "correlated:0.5", "correlated:0.75", "correlated:1",
+                 "fractional:0.5", "fractional:0.75", "fractional:0.9"),
     ),
     "paper": dataclasses.replace(
         BASE["paper"], experiment="roughness",
@@ -31,9 +32,11 @@ def figure(ds, fits):
     fig, axes = new_figure(2, figsize=(12, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])
     predictions = roughness_predictions(ds)
-    for color, curve in zip(colors("tab10", len(predictions)), predictions.values(), strict=True):
-        axes[0].loglog(ds["depth"].values, curve, ":", color=color, lw=2)
-    axes[0].set_title("loss vs depth (dotted: roughness law from the two extremes)")
+    order = [f.target for f in fits]
+    for color, target in zip(colors("tab10", len(order)), order, strict=True):
+        if target in predictions:
+            axes[0].loglog(ds["depth"].values, predictions[target], ":", color=color, lw=2)
+    axes[0].set_title("loss vs depth (dotted: the roughness law, amplitudes from the two extremes)")
     plot_training_curves(ds, axes[1])
     return fig
 

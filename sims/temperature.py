@@ -12,10 +12,19 @@ from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
     "cpu": dataclasses.replace(
-        BASE["cpu"], experiment="temperature", replicates=1, depths=(2, 4, 8),
+        BASE["cpu"], experiment="temperature", replicates=2, depths=(2, 4, 8),
         train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=8000,
                                   temperatures=(0.03, 0.1, 0.3, 1.0)),
     ),
+    # the same with the teacher's own head at the teacher's temperature (the study's fixed-head runs): the
+    # student has only to match the final state, not to sharpen a head of its own
+    "cpu-shared-head": dataclasses.replace(
+        BASE["cpu"], experiment="temperature", replicates=2, depths=(2, 4, 8),
+        train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="shared", steps=8000,
+                                  temperatures=(0.03, 0.1, 0.3, 1.0)),
+    ),
+    # the study's long temperature runs: KL with the teacher's head fixed ("shared"), c = 4, 80k steps,
+    # T in logspace(-2, 0, 16)
     "paper": dataclasses.replace(
         BASE["paper"], experiment="temperature",
         train=dataclasses.replace(BASE["paper"].train, loss="kl", head="shared", lr_scale=4.0,

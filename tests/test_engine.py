@@ -130,7 +130,7 @@ def test_nan_student_is_marked_failed_and_the_others_continue(monkeypatch):
     specs = [StudentSpec("independent", "euler", d, 0) for d in (2, 3, 4)]
     cfg = TrainConfig(steps=60, batch=32, eval_every=20, eval_batches=2, eval_batch_size=128)
     real = engine_module.student_lr
-    monkeypatch.setattr(engine_module, "student_lr", lambda depth, c: math.inf if depth == 3 else real(depth, c))
+    monkeypatch.setattr(engine_module, "student_lr", lambda depth, c, **kw: math.inf if depth == 3 else real(depth, c, **kw))
     result = train(specs, teachers, cfg, seed=0)
     monkeypatch.setattr(engine_module, "student_lr", real)
     clean = train([s for s in specs if s.depth != 3], teachers, cfg, seed=0)

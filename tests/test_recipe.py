@@ -89,6 +89,17 @@ def test_the_learning_rate_scales_as_one_over_root_depth():
             assert lr[(target, scheme, 1)] == pytest.approx(1e-3, rel=1e-4)
 
 
+def test_a_learned_heads_learning_rate_is_not_scaled_with_depth():
+    """The study's recipe: the blocks' lr is c base / sqrt(depth), the head's c base at every depth."""
+    tr, _ = trainer(loss="kl", lr_scale=1.0, lr_base=1e-3)
+    state = tr.init(0)
+    before = [tr.banks[k].head(p).clone() for k, p in enumerate(state.params)]
+    tr.step(state, *tr.next_batch(state))
+    for k, bank in enumerate(tr.banks):
+        moved = (bank.head(state.params[k]) - before[k]).abs().flatten(1).amax(1)
+        np.testing.assert_allclose(moved.numpy(), 1e-3, rtol=1e-4)
+
+
 def test_every_training_step_sees_a_fresh_batch_and_evaluation_never_a_training_input():
     tr, _ = trainer()
     state = tr.init(0)

@@ -221,12 +221,22 @@ def test_rough_share_matches_teacher_weights(spec, expr, values, k):
 def test_roughness_limits():
     kw = {"L_T": 128, "A_r": 2.0, "A_s": 5.0, "alpha_s": 3.0}
     ells = np.array([4.0, 8.0, 16.0])
-    assert np.allclose(laws.evaluate("roughness-correlated", ell=ells, rho=1.0, **kw), 5.0 * ells**-3)
+    # first version: the smooth part in proportion to its variance share
+    assert np.allclose(laws.evaluate("roughness-correlated-linear", ell=ells, rho=1.0, **kw), 5.0 * ells**-3)
     # i.i.d. weights: the block mean carries 1/k = ell/L_T of the variance (learnable), the rest is rough
     expected = 2.0 * (1 - ells / 128) / ells + 5.0 * (ells / 128) * ells**-3
-    assert np.allclose(laws.evaluate("roughness-correlated", ell=ells, rho=0.0, **kw), expected)
-    # a student as deep as its teacher has no rough share left: only the procedural term remains
-    assert np.isclose(laws.evaluate("roughness-correlated", ell=128.0, rho=0.0, **kw), 5.0 * 128.0**-3)
+    assert np.allclose(laws.evaluate("roughness-correlated-linear", ell=ells, rho=0.0, **kw), expected)
+    assert np.isclose(laws.evaluate("roughness-correlated-linear", ell=128.0, rho=0.0, **kw), 5.0 * 128.0**-3)
+    # refined: the extremes are the finite-teacher procedural and ensemble laws themselves
+    tied = laws.evaluate("finite-teacher-procedural-incoherent", ell=ells, L_T=128, A=5.0)
+    iid = laws.evaluate("finite-teacher-ensemble", ell=ells, L_T=128, A=2.0)
+    assert np.allclose(laws.evaluate("roughness-correlated", ell=ells, rho=1.0, **kw), tied)
+    assert np.allclose(laws.evaluate("roughness-correlated", ell=ells, rho=0.0, **kw), iid)
+    assert np.allclose(laws.evaluate("roughness-fractional", ell=ells, H=0.5, **kw), iid + 5.0 * (ells / 128) ** 2
+                       * ells**-3 * (1 - ells / 128) ** 2)
+    # the smooth part goes as the fourth power of the shared field's amplitude: rho^2
+    half = laws.evaluate("roughness-correlated", ell=ells, rho=0.5, **kw)
+    np.testing.assert_allclose(half, 0.5 * iid + 0.25 * tied)
     # local exponent from the derivation equals the numerical log-derivative of the law
     for law, extra in (("roughness-correlated", {"rho": 0.9}), ("roughness-fractional", {"H": 0.8})):
         e = 1e-5

@@ -118,8 +118,10 @@ def test_llm_fit_command_equals_fit_llm_table(tmp_path):
     csv = tmp_path / "grid.csv"
     pd.DataFrame({"model_size": 12 * m**2 * ell, "FLOP": 6 * 12 * m**2 * ell * D, "loss": loss, "num_tokens": D,
                   "d_model": m, "n_layers": ell}).to_csv(csv, index=False)
-    cli = json.loads(invoke("llm-fit", "--data", csv, "--starts", 8, "--out", tmp_path / "a", "--json").stdout)
-    result = resflow.fit_llm_table(csv, settings=resflow.llm.ScalingFitSettings(n_starts=8), out=tmp_path / "b")
+    cli = json.loads(invoke("llm-fit", "--data", csv, "--starts", 8, "--exclude-top", 0, "--out", tmp_path / "a",
+                            "--json").stdout)
+    result = resflow.fit_llm_table(csv, settings=resflow.llm.ScalingFitSettings(n_starts=8, exclude_top=0),
+                                   out=tmp_path / "b")
     assert math.isclose(cli["alpha_l"], result.fit.params["alpha_l"]) and abs(cli["alpha_l"] - 1.0) < 0.05
 
 

@@ -31,6 +31,8 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "finite-teacher-higher-order": finite_teacher.derive_higher_order_floor,
     "roughness-correlated": roughness.derive_correlated,
     "roughness-fractional": roughness.derive_fractional,
+    "roughness-correlated-linear": roughness.derive_correlated_linear,
+    "roughness-fractional-linear": roughness.derive_fractional_linear,
     "kl-small-error": kl.derive,
     "llm-depth-width": llm_scaling.derive,
 }

@@ -43,10 +43,16 @@ def derive() -> Derivation:
     m_star, l_star = optimal_width(), optimal_depth()
     loss = sp.simplify(_model_loss(m_star))
     alpha_N = sp.simplify(-N * sp.diff(sp.log(loss), N))
+    # the optimal model-size loss is a pure power of N: its prefactor (the value at N = 1)
+    prefactor = sp.simplify(loss.subs(N, 1))
+    check = {c_m: 3.1, c_l: 0.7, alpha_m: 0.8, alpha_l: 1.3, N: 7.5e8}
+    assert abs(float(((prefactor * N ** -alpha_N) / loss).subs(check)) - 1) < 1e-9
+    K = sp.Symbol("K")
+    model_loss = sp.Function("L^{*}")(N)  # the width and depth parts of the loss at the optimal split
     return Derivation(
         "llm-depth-width",
         "loss-optimal width and depth at fixed N = 12 m^2 l; N-exponent alpha_m alpha_l / (alpha_m + 2 alpha_l)",
-        sp.Eq(sp.Symbol("L^*(N) - c_D D^-alpha_D - L_0"), loss), (N, c_m, alpha_m, c_l, alpha_l), None,
+        sp.Eq(model_loss, prefactor * N ** -alpha_N), (N, c_m, alpha_m, c_l, alpha_l), None,
         "Additive power laws in width m and depth ell (plus data and irreducible terms that do not depend on the "
         "split); N = 12 m^2 ell; interior optimum.",
         ("Kaplan et al., arXiv:2001.08361 (2020) (N ~ 12 d_model^2 n_layer)",
@@ -55,5 +61,6 @@ def derive() -> Derivation:
             ("optimal width", sp.Eq(sp.Symbol("m^*"), m_star)),
             ("optimal depth", sp.Eq(sp.Symbol("ell^*"), l_star)),
             ("parameter-count exponent", sp.Eq(sp.Symbol("alpha_N"), alpha_N)),
+            ("prefactor K of L^*(N) = K N^(-alpha_N) (its value at N = 1)", sp.Eq(K, prefactor)),
         ),
     )

@@ -35,7 +35,8 @@ import sympy as sp
 
 from ._law import Derivation
 
-__all__ = ["rough_fraction_correlated", "rough_fraction_fractional", "derive_correlated", "derive_fractional"]
+__all__ = ["rough_fraction_correlated", "rough_fraction_fractional", "derive_correlated", "derive_fractional",
+           "derive_correlated_linear", "derive_fractional_linear"]
 
 ell, L_T, k = sp.symbols("ell L_T k", positive=True)
 A_r, A_s, alpha_s = sp.symbols("A_r A_s alpha_s", positive=True)
@@ -72,13 +73,13 @@ def _exponent(loss: sp.Expr) -> sp.Expr:
     return sp.simplify(-ell * sp.diff(loss, ell) / loss)
 
 
-def derive_correlated() -> Derivation:
+def derive_correlated_linear() -> Derivation:
     loss = _law(rough_fraction_correlated())
     large_k = A_r * (1 - rho) / ell + A_s * rho * ell ** (-alpha_s)
     crossover = sp.solve(sp.Eq(A_r * (1 - rho) / ell, A_s * rho * ell ** (-alpha_s)), ell)
     return Derivation(
-        "roughness-correlated",
-        "student of a correlated(rho) teacher: A_r r/l + A_s (1-r) l^-alpha_s, r = (1-rho)(1 - l/L_T)",
+        "roughness-correlated-linear",
+        "(first version) correlated(rho) teacher: A_r r/l + A_s (1-r) l^-alpha_s, r = (1-rho)(1 - l/L_T)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, rho, A_r, A_s, alpha_s), _exponent(loss),
         ASSUMPTIONS, REFERENCES,
         steps=(
@@ -89,18 +90,71 @@ def derive_correlated() -> Derivation:
     )
 
 
-def derive_fractional() -> Derivation:
+def derive_fractional_linear() -> Derivation:
     loss = _law(rough_fraction_fractional())
     smooth_share = sp.powsimp(1 - rough_fraction_fractional().subs(k, L_T / ell), force=True)
     crossover = sp.solve(sp.Eq(A_r / ell, A_s * (ell / L_T) ** (2 - 2 * H) * ell ** (-alpha_s)), ell)
     return Derivation(
-        "roughness-fractional",
-        "student of a fractional(H) teacher: A_r r/l + A_s (1-r) l^-alpha_s, 1 - r = (l/L_T)^(2-2H)",
+        "roughness-fractional-linear",
+        "(first version) fractional(H) teacher: A_r r/l + A_s (1-r) l^-alpha_s, 1 - r = (l/L_T)^(2-2H)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, H, A_r, A_s, alpha_s), _exponent(loss),
         ASSUMPTIONS, REFERENCES,
         steps=(
             ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_fractional())),
             ("learnable (smooth) share at student depth ell", sp.Eq(sp.Symbol("1 - r"), smooth_share)),
             ("crossover depth when r is close to 1", sp.Eq(sp.Symbol("ell^*"), crossover[0] if crossover else sp.nan)),
+        ),
+    )
+
+
+# ------------------------------------------------------------------ the refined law (second version)
+REFINED_ASSUMPTIONS = (
+    "(A1') the shared part of the weights makes a field of amplitude a times the tied teacher's "
+    "(a^2 = rho for correlated weights; for fGn weights, the variance share of a block's mean, "
+    "(l/L_T)^(2-2H)); its procedural loss goes as the fourth power of the amplitude (Euler: |f'f|^2, "
+    "f'f quadratic in f), so a^4, with the finite-teacher factor (1 - l/L_T)^2 of "
+    "finite-teacher-procedural-incoherent; (A2') the fluctuations, the rough share r(L_T/l) of the variance, "
+    "are learned only on average: the finite-teacher ensemble law A_r r / l; (A3) the two losses add. "
+    "A_r, A_s, alpha_s are those of the independent and tied teachers of the same architecture."
+)
+
+
+def _refined(rough: sp.Expr, smooth_amplitude_squared: sp.Expr) -> sp.Expr:
+    r = rough.subs(k, L_T / ell)
+    return A_r * r / ell + A_s * smooth_amplitude_squared**2 * ell ** (-alpha_s) * (1 - ell / L_T) ** 2
+
+
+def derive_correlated() -> Derivation:
+    loss = _refined(rough_fraction_correlated(), rho)
+    large_k = A_r * (1 - rho) / ell + A_s * rho**2 * ell ** (-alpha_s)
+    crossover = sp.solve(sp.Eq(A_r * (1 - rho) / ell, A_s * rho**2 * ell ** (-alpha_s)), ell)
+    return Derivation(
+        "roughness-correlated",
+        "student of a correlated(rho) teacher: A_r (1-rho)(1/l - 1/L_T) + A_s rho^2 l^-alpha_s (1 - l/L_T)^2",
+        sp.Eq(sp.Symbol("loss"), sp.expand(loss)), (ell, L_T, rho, A_r, A_s, alpha_s), _exponent(loss),
+        REFINED_ASSUMPTIONS, REFERENCES,
+        steps=(
+            ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_correlated())),
+            ("squared amplitude of the shared field, relative to the tied teacher's", sp.Eq(sp.Symbol("a^2"), rho)),
+            ("large-k form", sp.Eq(sp.Symbol("loss"), large_k)),
+            ("crossover depth (large k)", sp.Eq(sp.Symbol("ell^*"), crossover[0])),
+        ),
+    )
+
+
+def derive_fractional() -> Derivation:
+    smooth_share = sp.powsimp(1 - rough_fraction_fractional().subs(k, L_T / ell), force=True)
+    loss = _refined(rough_fraction_fractional(), smooth_share)
+    return Derivation(
+        "roughness-fractional",
+        "student of a fractional(H) teacher: A_r r/l + A_s (l/L_T)^(4-4H) l^-alpha_s (1 - l/L_T)^2, "
+        "r = 1 - (l/L_T)^(2-2H)",
+        # the local exponent -d log(loss)/d log(l), left unsimplified (sympy's simplify takes minutes on it)
+        sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, H, A_r, A_s, alpha_s), -ell * sp.diff(loss, ell) / loss,
+        REFINED_ASSUMPTIONS, REFERENCES,
+        steps=(
+            ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_fractional())),
+            ("squared amplitude of the learnable (block-mean) field at student depth ell",
+             sp.Eq(sp.Symbol("a^2"), smooth_share)),
         ),
     )

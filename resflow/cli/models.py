@@ -19,7 +19,9 @@ NOTHING_WRITTEN = "nothing was written to the store; run the command again"
 def llm_fit(
     data: Annotated[Path | None, typer.Option(help="CSV with model_size, FLOP, loss, num_tokens, d_model, n_layers "
                                                    "(default: $RESFLOW_DATA_DIR/chinchilla_depth_width.csv).")] = None,
-    exclude_top: Annotated[int, typer.Option(help="Drop this many highest-loss points before fitting.", min=0)] = 0,
+    exclude_top: Annotated[int, typer.Option(help="Drop the points whose loss is at or above the N-th largest "
+                                                  "(the study's cut: 40, which keeps 203 Chinchilla points).",
+                                             min=0)] = 40,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for percentile intervals (0: none).",
                                            min=0)] = 0,
     depth_offset: Annotated[float, typer.Option(help="Fit (ell - K) instead of ell.", min=0)] = 0.0,

@@ -75,15 +75,18 @@ class StudentBank:
         out["head"] = self.head(flat)[index].clone()
         return out
 
-    def per_element(self, values: list[float], dtype: torch.dtype) -> torch.Tensor:
-        """A flat buffer holding ``values[i]`` at every element of student ``i`` (e.g. learning rates)."""
+    def per_element(self, values: list[float], dtype: torch.dtype, head_values: list[float] | None = None
+                    ) -> torch.Tensor:
+        """A flat buffer holding ``values[i]`` at every element of student ``i`` (e.g. learning rates);
+        its head elements hold ``head_values[i]`` if given."""
         flat = torch.empty(self.size, dtype=dtype)
         v = torch.tensor(values, dtype=dtype)
         for p in self.layers(flat):
             for name in ("W1", "b1", "W2"):
                 view = getattr(p, name)
                 view.copy_(v[: view.shape[0]].view(-1, *([1] * (view.ndim - 1))).expand_as(view))
-        self.head(flat).copy_(v.view(-1, 1, 1).expand(len(self.specs), self.vocab, self.width))
+        heads = v if head_values is None else torch.tensor(head_values, dtype=dtype)
+        self.head(flat).copy_(heads.view(-1, 1, 1).expand(len(self.specs), self.vocab, self.width))
         return flat
 
     def finite_students(self, flat: torch.Tensor) -> torch.Tensor:

@@ -38,6 +38,9 @@ class TrainConfig:
         :math:`\\mathrm{lr} = c \\cdot \\mathrm{base} / \\sqrt{\\ell}` with ``lr_scale`` = c.
     lr_depth_scaling : bool
         Divide by :math:`\\sqrt{\\ell}` (the study's scaled schedule) or not (constant lr).
+    head_lr_depth_scaling : bool
+        Whether a learned head's learning rate is divided by :math:`\\sqrt{\\ell}` too; the study's
+        recipe does not (the head is one layer whatever the depth).
     constant_fraction : float
         Fraction of training at full learning rate.
     decay : {"linear", "geometric", "none"}
@@ -67,6 +70,7 @@ class TrainConfig:
     lr_base: float = 6e-4
     lr_scale: float = 2.0
     lr_depth_scaling: bool = True
+    head_lr_depth_scaling: bool = False
     constant_fraction: float = 0.8
     decay: str = "linear"
     final_lr_fraction: float = 0.1
@@ -102,7 +106,7 @@ class TrainConfig:
                                              low_open=True))
         for name in ("adam_beta1", "adam_beta2"):
             set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0, high_open=True))
-        for name in ("lr_depth_scaling", "tf32", "cuda_graphs"):
+        for name in ("lr_depth_scaling", "head_lr_depth_scaling", "tf32", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}.")
 
@@ -128,8 +132,10 @@ def lr_multiplier(step: int, config: TrainConfig, total: int | None = None) -> f
     return config.final_lr_fraction**progress
 
 
-def student_lr(depth: int, config: TrainConfig) -> float:
-    r"""Full learning rate of a depth-:math:`\ell` student: :math:`c\,\mathrm{base}/\sqrt\ell` (or without
-    the square root when ``lr_depth_scaling`` is off)."""
-    scale = 1.0 / math.sqrt(depth) if config.lr_depth_scaling else 1.0
+def student_lr(depth: int, config: TrainConfig, *, head: bool = False) -> float:
+    r"""Full learning rate of a depth-:math:`\ell` student's blocks: :math:`c\,\mathrm{base}/\sqrt\ell`
+    (without the square root when ``lr_depth_scaling`` is off); of its learned head (``head=True``):
+    :math:`c\,\mathrm{base}`, unless ``head_lr_depth_scaling`` is on."""
+    scaled = config.head_lr_depth_scaling if head else config.lr_depth_scaling
+    scale = 1.0 / math.sqrt(depth) if (scaled and config.lr_depth_scaling) else 1.0
     return config.lr_scale * config.lr_base * scale

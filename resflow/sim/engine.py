@@ -103,7 +103,8 @@ class Trainer:
         self.order = [s for bank in self.banks for s in bank.specs]
         self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
         self.adam = AdamSettings(config.adam_beta1, config.adam_beta2, config.adam_eps)
-        self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype).to(self.device)
+        self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype,
+                                    [student_lr(s.depth, config, head=True) for s in bank.specs]).to(self.device)
                    for bank in self.banks]
         self.grads = [torch.zeros(bank.size, dtype=self.dtype, device=self.device) for bank in self.banks]
         self.work = [torch.empty_like(g) for g in self.grads]

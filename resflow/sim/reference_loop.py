@@ -52,7 +52,9 @@ class ReferenceLoop:
         for spec in self.order:
             params = {k: v.to(self.device).requires_grad_(True)
                       for k, v in init_student(spec, self.width, hidden, vocab, self.dtype).items()}
-            opt = torch.optim.Adam(list(params.values()), lr=student_lr(spec.depth, config),
+            blocks = [params[k] for k in ("W1", "b1", "W2")]
+            opt = torch.optim.Adam([{"params": blocks, "lr": student_lr(spec.depth, config)},
+                                    {"params": [params["head"]], "lr": student_lr(spec.depth, config, head=True)}],
                                    betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
                                    foreach=False, fused=False)
             self.students.append((spec, params, opt, get_tableau(spec.scheme)))
@@ -74,8 +76,9 @@ class ReferenceLoop:
             total = round(spec.length * self.config.steps)
             if self.steps_done >= total:
                 continue
-            for group in opt.param_groups:
-                group["lr"] = student_lr(spec.depth, self.config) * lr_multiplier(self.steps_done, self.config, total)
+            factor = lr_multiplier(self.steps_done, self.config, total)
+            for group, head in zip(opt.param_groups, (False, True), strict=True):
+                group["lr"] = student_lr(spec.depth, self.config, head=head) * factor
             opt.zero_grad()
             self._loss(i, params, tableau, x, out).backward()
             opt.step()
