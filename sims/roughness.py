@@ -46,3 +46,35 @@ EXPERIMENT = Experiment(
     summary="Teachers between rough and smooth (correlated:rho, fractional:H): exponents against the roughness law.",
     presets=PRESETS, figure=figure,
 )
+
+
+def report(store: str) -> str:
+    """Markdown tables of the latest roughness run in ``store``: exponents measured against the laws,
+    and the crossover depths (``python -m resflow.sims.roughness STORE``)."""
+    from resflow.analysis.fits import fit_dataset
+    from resflow.analysis.roughness import crossover_depths, roughness_amplitudes, roughness_report
+    from resflow.store import Store
+
+    opened = Store.open(store)
+    run = opened.records(kind="toy-run", name="roughness")[-1]
+    ds = opened.load(run)
+    fits = fit_dataset(ds)
+    amps = roughness_amplitudes(ds)
+    lines = [f"run {run.id}; amplitudes from the extremes: A_r = {amps.A_r:.3g}, A_s = {amps.A_s:.3g}, "
+             f"alpha_s = {amps.alpha_s:.2f}, L_T = {amps.teacher_depth:g}", "",
+             "| teacher | measured α [95% interval] | converged | law α (refined) | law α (first version) | verdict |",
+             "|---|---|---|---|---|---|"]
+    for r in roughness_report(ds, fits):
+        lines.append(f"| {r['target']} | {r['exponent']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] | "
+                     f"{'yes' if r['converged'] else 'no'} | {r['predicted']:.2f} | {r['predicted_first_version']:.2f} "
+                     f"| {r['verdict']} |")
+    lines += ["", "| teacher | predicted crossover depth l* | measured l* |", "|---|---|---|"]
+    for target, (predicted, measured) in crossover_depths(ds).items():
+        lines.append(f"| {target} | {predicted:.2f} | {measured:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    print(report(sys.argv[1]))

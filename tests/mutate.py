@@ -1,0 +1,89 @@
+"""Hand-made mutations of the engine, the recipe and the convergence verdict, each run against the suite.
+
+    python tests/mutate.py [NAME ...]
+
+Each mutation changes one line (an init, a factor, a sign, a check), runs the tests that should
+notice, and restores the file.  A mutation that no test kills is a "survivor"; the survivors and why
+each is harmless are listed in docs/design/engine.md.  (Not collected by pytest.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py"]
+
+# name: (file, old text, new text, what it breaks)
+MUTATIONS = {
+    "w2-init": ("resflow/sim/block.py", '"W2": torch.zeros((spec.depth, stages, *shapes["W2"]), dtype=dtype)',
+                '"W2": 0.01 * torch.ones((spec.depth, stages, *shapes["W2"]), dtype=dtype)',
+                "student W2 not zero-initialised"),
+    "head-init": ("resflow/sim/block.py", '"head": torch.zeros((vocab, width), dtype=dtype)',
+                  '"head": 0.01 * torch.ones((vocab, width), dtype=dtype)', "learned head not zero-initialised"),
+    "lr-1/l": ("resflow/sim/config.py", "scale = 1.0 / math.sqrt(depth) if", "scale = 1.0 / depth if",
+               "learning rate 1/l instead of 1/sqrt(l)"),
+    "head-lr-scaled": ("resflow/sim/config.py", "scaled = config.head_lr_depth_scaling if head else",
+                       "scaled = True if head else", "the head's learning rate scaled with depth"),
+    "same-batch": ("resflow/sim/engine.py",
+                   "xs = [state.data.train_batch(self.config.batch) for _ in range(PREFETCH)]",
+                   "xs = [state.data.train_batch(self.config.batch)] * PREFETCH", "the same batch reused"),
+    "eval-is-train": ("resflow/sim/data.py", "self.eval_gen = torch.Generator().manual_seed(seed + EVAL_SEED_OFFSET)",
+                      "self.eval_gen = torch.Generator().manual_seed(seed)", "evaluation inputs = training inputs"),
+    "target-unnormalised": ("resflow/sim/targets.py", "            h, _ = block_forward(h, layer, ((0.0,),), (1.0,), "
+                            "save=False)\n        return rmsnorm(h)",
+                            "            h, _ = block_forward(h, layer, ((0.0,),), (1.0,), save=False)\n        return h",
+                            "the MSE target without the final normalisation"),
+    "relu2-factor": ("resflow/sim/kernels.py", "torch.bmm(gp.transpose(1, 2), stage.xn, out=gW1).mul_(2.0)",
+                     "torch.bmm(gp.transpose(1, 2), stage.xn, out=gW1)", "gradient of relu^2 missing its 2 (W1)"),
+    "rms-sign": ("resflow/sim/kernels.py", "return r * (g - xn * (g * xn).mean(-1, keepdim=True))",
+                 "return r * (g + xn * (g * xn).mean(-1, keepdim=True))", "rmsnorm backward sign"),
+    "rk-chain": ("resflow/sim/kernels.py", "gk = gk + a[j][i] * gy_stage[j]", "gk = gk",
+                 "RK stages' chain rule dropped"),
+    "adam-bias": ("resflow/sim/optim.py", "return -multiplier / (1.0 - settings.beta1**t), math.sqrt",
+                  "return -multiplier, math.sqrt", "Adam's first-moment bias correction dropped"),
+    "no-freeze": ("resflow/sim/engine.py", "            self.lr[k].mul_(mask)\n", "",
+                  "a failed student is not frozen"),
+    "schedule": ("resflow/sim/config.py", "    start = config.constant_fraction * total",
+                 "    start = config.constant_fraction * config.steps", "half-length schedule not compressed"),
+    "verdict-exponent": ("resflow/analysis/verdict.py", "if not abs(shift) < half_width:", "if False:",
+                         "the exponent-drift check removed"),
+    "verdict-loss": ("resflow/analysis/verdict.py", "if improvement > loss_tolerance:", "if False:",
+                     "the loss check removed"),
+    "law-factor": ("resflow/analysis/fits.py", "samples=settings.bootstrap_samples, transform=factor)",
+                   "samples=settings.bootstrap_samples)", "the law-aware fit without the finite-teacher factor"),
+    "t-quantile": ("resflow/analysis/intervals.py", "half = stats.t.ppf(1 - tail, n_rep - 1)", "half = stats.norm.ppf(1 - tail)",
+                   "normal instead of Student-t quantile"),
+    "resume-pending": ("resflow/sim/state.py", "        self.pending = [(x.to(device), f.to(device))",
+                       "        self.pending = [] if True else [(x.to(device), f.to(device))", "batches drawn ahead lost on resume"),
+}
+
+
+def run(name: str) -> tuple[bool, float]:
+    path, old, new, _ = MUTATIONS[name]
+    file = ROOT / path
+    text = file.read_text()
+    if text.count(old) != 1:
+        raise SystemExit(f"{name}: the text to mutate is not found exactly once in {path}")
+    t0 = time.time()
+    file.write_text(text.replace(old, new))
+    try:
+        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "2", "-p", "no:cacheprovider",
+                                 *TESTS], cwd=ROOT, capture_output=True, text=True)
+    finally:
+        file.write_text(text)
+    return result.returncode != 0, time.time() - t0
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(MUTATIONS)
+    survivors = []
+    for name in names:
+        killed, seconds = run(name)
+        print(f"{name:22s} {'killed' if killed else 'SURVIVED'} ({seconds:.0f} s)  {MUTATIONS[name][3]}", flush=True)
+        if not killed:
+            survivors.append(name)
+    print(f"{len(names) - len(survivors)} of {len(names)} killed; survivors: {', '.join(survivors) or 'none'}")
