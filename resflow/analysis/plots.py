@@ -193,7 +193,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
             values.append(np.degrees(np.nanmean(middle)) if np.isfinite(middle).any() else np.nan)
         ax.semilogx(angles["depth"].values, values, "o-", label=str(target))
     ax.axhline(90, color="0.6", ls=":", lw=0.8)
-    ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 100),
+    ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 135),
            title="trained students: angle of successive updates")
     _depth_ticks(ax, angles["depth"].values)
     ax.legend(fontsize=7)
