@@ -7,9 +7,6 @@ import numpy as np
 import pytest
 import sympy as sp
 import torch
-from resflow.theory import LAWS, roughness
-from resflow.theory import discretisation as disc
-from resflow.theory import taylor_matching as oc
 from scipy.optimize import minimize_scalar
 from typer.testing import CliRunner
 
@@ -21,6 +18,9 @@ from resflow.dynamics.rooted_trees import tree_order, trees_of_order
 from resflow.dynamics.stack import ResidualStack
 from resflow.dynamics.stepper import rk_step, solve_fixed
 from resflow.errors import ConfigError, UnknownNameError
+from resflow.theory import LAWS, roughness
+from resflow.theory import discretisation as disc
+from resflow.theory import taylor_matching as oc
 
 F64 = torch.float64
 Z = 5.0  # standard errors allowed by statistical checks (false alarm ~6e-7 per check; seeds fixed)
