@@ -31,7 +31,8 @@ test: install-dev
 	$(BIN)/python -m pytest -m "not slow" -n 2 -q
 
 test-slow: install-dev
-	$(BIN)/python -m pytest -m slow -q
+	HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest -m slow -q
+	HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest tests/properties -q
 
 lint: install-dev
 	$(BIN)/ruff check resflow theory sims tests benchmarks

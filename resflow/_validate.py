@@ -53,6 +53,14 @@ def check_real(
     return value
 
 
+def check_sequence(name: str, value: Any, *, example: str = "") -> tuple:
+    """Return ``value`` as a tuple if it is a list or tuple (a lone string is not a sequence here)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        hint = f" e.g. {example}" if example else ""
+        raise ConfigError(f"{name} must be a tuple or list;{hint} {_received(value)}.")
+    return tuple(value)
+
+
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices`` (strings)."""
     choices = list(choices)

@@ -38,7 +38,8 @@ def derivation(name: str):
     """The :class:`~resflow.theory.Derivation` of a law (derived once per process)."""
     registry = _registry()
     if name not in registry:
-        raise UnknownNameError(f"unknown law {name!r}; choose one of {', '.join(registry)} (see `resflow theory`).")
+        raise UnknownNameError(f"unknown law name {name!r}; choose one of {', '.join(registry)} "
+                               "(see `resflow theory`).")
     return registry[name]()
 
 
@@ -71,8 +72,38 @@ def _call(name: str, what: str, values: dict[str, Any]):
         raise ConfigError(
             f"law {name!r} takes parameters {keys}; missing {missing}, unknown {unknown}."
         )
-    out = evaluator(name, what)(*(np.asarray(values[k], dtype=float) for k in keys))
+    arrays = [_checked_value(name, k, values[k]) for k in keys]
+    out = evaluator(name, what)(*arrays)
     return float(out) if np.ndim(out) == 0 else np.asarray(out, dtype=float)
+
+
+# The domains of parameters that are sizes, scales or fractions, by name (a law's other parameters,
+# e.g. an exponent or an eigenvalue, may take any real value).  (low, high, low allowed, high allowed)
+DOMAINS = {
+    "L": (0.0, np.inf, False, True), "ell": (0.0, np.inf, False, True), "L_T": (0.0, np.inf, False, True),
+    "sigma": (0.0, np.inf, False, True), "N": (0.0, np.inf, False, True), "T": (0.0, np.inf, False, True),
+    "rho": (0.0, 1.0, True, True), "H": (0.0, 1.0, False, False),
+}
+
+
+def _checked_value(law: str, key: str, value: Any) -> np.ndarray:
+    """A parameter value as a float array: real, not NaN, inside the parameter's domain (``DOMAINS``)."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ConfigError(f"law {law!r}: parameter {key} must be a real number or an array of them; got "
+                          f"{value!r} ({type(value).__name__}).") from None
+    # +inf is a limit the laws use (an infinitely deep teacher: L_T = inf); NaN and -inf are not
+    if isinstance(value, bool) or np.any(np.isnan(array)) or np.any(array == -np.inf):
+        raise ConfigError(f"law {law!r}: parameter {key} must be real numbers (+inf allowed as a limit, not NaN or "
+                          f"-inf); got {value!r}.")
+    if key in DOMAINS:
+        low, high, low_ok, high_ok = DOMAINS[key]
+        inside = (array >= low if low_ok else array > low) & (array <= high if high_ok else array < high)
+        if not np.all(inside):
+            interval = f"{'[' if low_ok else '('}{low:g}, {high:g}{']' if high_ok else ')'}"
+            raise ConfigError(f"law {law!r}: parameter {key} must lie in {interval}; got {value!r}.")
+    return array
 
 
 def evaluate(name: str, **values: Any):

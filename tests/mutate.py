@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py"]
+TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py",
+         "tests/properties/test_fit_coverage.py"]
 
 # name: (file, old text, new text, what it breaks)
 MUTATIONS = {

@@ -162,3 +162,33 @@ def test_llm_fit_bad_input_exits_2(tmp_path):
     result = runner.invoke(app, ["llm-fit", "--data", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "s")])
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "does not exist" in text and "Traceback" not in text
+
+
+def test_llm_fit_on_a_grid_table_without_flop_recovers_planted_exponents(tmp_path):
+    """A width x depth x tokens grid with its own headers and no FLOP or parameter column."""
+    rng = np.random.default_rng(11)
+    m, ell, D = (a.ravel() for a in np.meshgrid([256, 512, 1024, 2048, 4096], [2, 4, 8, 16, 32, 64],
+                                               [1e9, 4e9, 1.6e10, 6.4e10, 2.56e11], indexing="ij"))
+    noise = 0.004
+    loss = predict(TRUE, m, ell, D) * np.exp(rng.normal(0, noise, m.size))
+    csv = tmp_path / "grid.csv"
+    pd.DataFrame({"width": m, "depth": ell, "tokens": D, "final_loss": loss}).to_csv(csv, index=False)
+    result = runner.invoke(app, ["llm-fit", "--data", str(csv), "--columns",
+                                 "d_model=width,n_layers=depth,num_tokens=tokens,loss=final_loss",
+                                 "--exclude-top", "0", "--loss", "squared", "--starts", "16",
+                                 "--out", str(tmp_path / "store"), "--json"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.stdout)
+    for name in ("alpha_m", "alpha_l", "alpha_D"):  # within 4 of the fit's own standard errors
+        assert abs(fit[name] - TRUE[name]) <= 4 * fit[f"{name}_se"], (name, fit[name], fit[f"{name}_se"])
+    assert fit["n_points"] == m.size
+
+
+def test_loader_refuses_repeated_headers(tmp_path):
+    csv = tmp_path / "dup.csv"
+    table = synthetic_table()
+    table.insert(0, "dup", table["loss"])
+    text = table.to_csv(index=False)
+    csv.write_text(text.replace("dup,", "loss,", 1))  # two 'loss' headers; pandas would call one 'loss.1'
+    with pytest.raises(ConfigError, match="repeats the column"):
+        load_scaling_table(csv)

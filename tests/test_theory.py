@@ -302,7 +302,7 @@ def test_every_law_has_the_required_parts():
 def test_evaluate_rejects_bad_parameters():
     with pytest.raises(ConfigError, match=r"missing \['q'\]"):
         laws.evaluate("accumulation-coherent", ell=3)
-    with pytest.raises(UnknownNameError, match="unknown law 'nope'"):
+    with pytest.raises(UnknownNameError, match="unknown law name 'nope'"):
         laws.evaluate("nope")
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import xarray as xr
 
 from .._validate import check_int, check_real
+from ..errors import ConfigError
 from ..loglog import slopes
 from .intervals import BOOTSTRAP_SAMPLES, CONFIDENCE, exponent_interval
 from .law_fit import finite_teacher_factor, law_for_target
@@ -147,9 +148,21 @@ def _nan_fit(label: dict, loss: str, depths: list[int], n: int, law: str, teache
         converged=False, verdict=verdict, regime=regime)
 
 
+def _require_toy_run(ds: xr.Dataset) -> None:
+    """A clear error for a Dataset that is not a toy run of this resflow (a foreign or damaged record)."""
+    from ..store import schema_problems
+
+    missing = schema_problems(ds, "toy-run")
+    if missing:
+        record = ds.attrs.get("store_record", "the dataset")
+        raise ConfigError(f"{record} is not a toy run this resflow can fit: it lacks {', '.join(missing)}. Fit the "
+                          "records `resflow run` writes (schema: docs/design/store.md).")
+
+
 def fit_dataset(ds: xr.Dataset, settings: FitSettings | None = None) -> list[SeriesFit]:
     """Fit every series of a ``toy-run`` Dataset (see the module docstring)."""
     settings = settings or FitSettings()
+    _require_toy_run(ds)
     loss = ds.attrs.get("loss", "?")
     teacher_depth = _teacher_depth(ds)
     dims = series_dims(ds)

@@ -7,6 +7,7 @@ module        commands
 ``simulate``  ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`), ``bench`` (:func:`resflow.sim.run_bench`)
 ``models``    ``llm-fit``, ``probe``, ``compare``
 ``listing``   ``tableaux``, ``theory``
+``stores``    ``store check``, ``store gc`` (:class:`resflow.store.Store`)
 ``__main__``  ``python -m resflow.cli``
 ============  ==================================================================================
 
@@ -14,7 +15,7 @@ The command line imports only public names (``resflow`` and its subpackages), ne
 internals; ``tests/test_architecture.py`` checks it.
 """
 
-from . import simulate, models, listing  # noqa: F401, I001  (registers the commands, in this order)
+from . import simulate, models, listing, stores  # noqa: F401, I001  (registers the commands, in this order)
 from .app import app
 
 __all__ = ["app", "main"]

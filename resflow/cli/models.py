@@ -17,8 +17,9 @@ NOTHING_WRITTEN = "nothing was written to the store; run the command again"
 
 @app.command("llm-fit")
 def llm_fit(
-    data: Annotated[Path | None, typer.Option(help="CSV with model_size, FLOP, loss, num_tokens, d_model, n_layers "
-                                                   "(default: $RESFLOW_DATA_DIR/chinchilla_depth_width.csv).")] = None,
+    data: Annotated[Path | None, typer.Option(help="CSV with loss, num_tokens, d_model, n_layers (model_size and "
+                                                   "FLOP optional; other headers: --columns); default: "
+                                                   "$RESFLOW_DATA_DIR/chinchilla_depth_width.csv.")] = None,
     exclude_top: Annotated[int, typer.Option(help="Drop the points whose loss is at or above the N-th largest "
                                                   "(the study's cut: 40, which keeps 203 Chinchilla points).",
                                              min=0)] = 40,
@@ -31,7 +32,8 @@ def llm_fit(
     sweep_exclusions: Annotated[bool, typer.Option("--sweep-exclusions",
                                                    help="Also fit with 0, 5, 10, 20, 30, 40, 60 points excluded.")
                                 ] = False,
-    columns: Annotated[str | None, typer.Option(help="Map expected=actual column names, comma separated.")] = None,
+    columns: Annotated[str | None, typer.Option(help="Map expected=actual column names, comma separated, e.g. "
+                                                     "n_layers=depth,d_model=width,num_tokens=tokens.")] = None,
     download: Annotated[bool, typer.Option("--download", help="Fetch the Chinchilla table (pinned sha256) if "
                                                               "no --data is given.")] = False,
     out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = Path("results"),
@@ -111,8 +113,8 @@ def probe(
     models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow teachers: "
                                                       "teacher:tied, teacher:independent, teacher:correlated:0.9, "
                                                       "teacher:fractional:0.75.")],
-    texts: Annotated[Path | None, typer.Option(help="UTF-8 text file, one text per line (transformer models).")
-                     ] = None,
+    texts: Annotated[Path | None, typer.Option(help="UTF-8 text file, one text per line (transformer models).",
+                                               exists=True, dir_okay=False, readable=True)] = None,
     max_tokens: Annotated[int, typer.Option(help="Tokens (or Gaussian inputs for teachers) to probe.", min=1)] = 4096,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.", min=1)] = 8,
     device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",

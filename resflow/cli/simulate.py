@@ -49,12 +49,19 @@ def run(
                                                           "in --out.")] = False,
 ) -> None:
     """Train students against teachers, fit depth exponents, write the run, its fits and a figure."""
+    from resflow import IncompatibleOptionsError
     from resflow.experiments import preset as load_preset
     from resflow.workflows import run_experiment
 
     with user_errors():
         config = load_preset(experiment, preset)
-        overrides = (list(set_ or []) + [f"train.device={device}"]
+        set_devices = {str(item).partition("=")[2].strip() for item in set_ or []
+                       if str(item).partition("=")[0].strip() == "train.device"}
+        sets_device = bool(set_devices)
+        if sets_device and device != "auto" and set_devices != {device}:
+            raise IncompatibleOptionsError(f"--device {device} and --set train.device={', '.join(sorted(set_devices))} "
+                                           "disagree; give the device once.")
+        overrides = (list(set_ or []) + ([] if sets_device else [f"train.device={device}"])
                      + ([f"replicates={replicates}"] if replicates else []))
         config = config.with_overrides(overrides)
         err_console.print(f"{experiment} ({preset}): {len(config.student_specs())} students, {config.train.steps} "
@@ -131,6 +138,9 @@ def bench(
     settings = {"tf32": {"tf32": True}, "cuda-graphs": {"cuda_graphs": True}}
 
     with user_errors(), interruptible("nothing was written; run the command again"):
+        unknown = [name for name in check or [] if name not in settings]
+        if unknown:  # before the bench runs, not after
+            raise ConfigError(f"--check must be one of {', '.join(settings)}; got {', '.join(map(repr, unknown))}.")
         cases = tuple(case) if case else ("cpu-preset", "study")
         with progress_bar("bench", 1) as update:
             rows = run_bench(device, cases=cases, rounds=rounds,
@@ -150,8 +160,6 @@ def bench(
             console.print(f"wrote {write_bench_json(rows, json_out)}")
         checks = []
         for name in check or []:
-            if name not in settings:
-                raise ConfigError(f"--check must be one of {', '.join(settings)}; got {name!r}.")
             with err_console.status(f"checking {name} ..."):
                 result = precision_check(device, steps=check_steps, other=settings[name])
             checks.append(result.to_json())

@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._validate import check_int, check_real
+from .._validate import check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
 from ..sim.block import StudentSpec
@@ -61,12 +61,15 @@ class ExperimentConfig:
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         for name in ("teacher_seed", "seed"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
+        for name, example in (("depths", "(2, 4, 8)"), ("schemes", "('euler',)"), ("targets", "('independent',)"),
+                              ("lengths", "(0.5, 1.0)")):
+            object.__setattr__(self, name, check_sequence(name, getattr(self, name), example=example))
         object.__setattr__(self, "depths", tuple(sorted(check_int("depths", d, minimum=1) for d in self.depths)))
         if len(set(self.depths)) < 2:
             raise ConfigError(f"depths must hold at least two different depths to fit an exponent; got {self.depths}.")
         for s in self.schemes:
-            if s not in TABLEAUX:
-                raise UnknownNameError(f"scheme {s!r} is not registered; choose from {', '.join(TABLEAUX)}.")
+            if not isinstance(s, str) or s not in TABLEAUX:
+                raise UnknownNameError(f"schemes: {s!r} is not a registered scheme; choose from {', '.join(TABLEAUX)}.")
         if not self.targets:
             raise ConfigError("targets must name at least one teacher, e.g. ('independent', 'tied').")
         lengths = tuple(sorted(check_real("lengths", v, low=0.0, high=1.0, low_open=True) for v in self.lengths))
@@ -77,7 +80,10 @@ class ExperimentConfig:
         if not isinstance(self.train, TrainConfig):
             raise ConfigError(f"train must be a TrainConfig; got {type(self.train).__name__}.")
         for t in self.targets:
-            self.teacher_config(t)  # validates the spec
+            try:
+                self.teacher_config(t)  # validates the spec
+            except ConfigError as exc:
+                raise type(exc)(f"targets: {exc}") from None
 
     def teacher_config(self, target: str, replicate: int = 0) -> TeacherConfig:
         """The teacher of ``target`` in ``replicate`` (seed ``teacher_seed + replicate``)."""

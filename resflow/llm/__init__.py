@@ -13,12 +13,12 @@ Built on :mod:`resflow.analysis` (the same metrics for transformers as for toy s
 """
 
 from .comparison import depth_part, llm_row
-from .data import CHINCHILLA, REQUIRED_COLUMNS, load_scaling_table, parse_column_map, table_dataset
+from .data import CHINCHILLA, OPTIONAL_COLUMNS, REQUIRED_COLUMNS, load_scaling_table, parse_column_map, table_dataset
 from .hf_probe import probe_hf, read_texts
 from .scaling_fit import PARAMS, LawFit, ScalingFitSettings, bootstrap_fit, exclusion_sweep, fit_scaling_law, predict
 
 __all__ = [
-    "CHINCHILLA", "REQUIRED_COLUMNS", "load_scaling_table", "parse_column_map", "table_dataset",
+    "CHINCHILLA", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "load_scaling_table", "parse_column_map", "table_dataset",
     "PARAMS", "ScalingFitSettings", "LawFit", "fit_scaling_law", "bootstrap_fit", "exclusion_sweep", "predict",
     "llm_row", "depth_part", "probe_hf", "read_texts",
 ]

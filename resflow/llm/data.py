@@ -1,5 +1,10 @@
 """Trained-LLM scaling data with width and depth: the Chinchilla table, or any CSV of the same shape.
 
+Any table with a row per trained model and columns for the final loss, training tokens, width and
+number of layers can be fitted (``REQUIRED_COLUMNS``; other header names are mapped with
+``columns={"n_layers": "depth", ...}``); parameter count and training compute (``OPTIONAL_COLUMNS``)
+are kept in the record when present but no fit needs them.
+
 The Chinchilla table (245 models; columns ``model_size, FLOP, loss, num_tokens, d_model, n_layers``)
 is Epoch AI's reconstruction of Hoffmann et al. 2022, Fig. 4 (Besiroglu et al. 2024, "Chinchilla
 Scaling: A replication attempt"), with ``d_model`` and ``n_layers`` attached from Hoffmann et al.'s
@@ -21,10 +26,11 @@ import xarray as xr
 
 from ..errors import ConfigError
 
-__all__ = ["REQUIRED_COLUMNS", "CHINCHILLA", "resolve_table_path", "load_scaling_table", "table_dataset",
-           "parse_column_map"]
+__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "CHINCHILLA", "resolve_table_path", "load_scaling_table",
+           "table_dataset", "parse_column_map"]
 
-REQUIRED_COLUMNS = ("model_size", "FLOP", "loss", "num_tokens", "d_model", "n_layers")
+REQUIRED_COLUMNS = ("loss", "num_tokens", "d_model", "n_layers")  # what the L(m, l, D) fit reads
+OPTIONAL_COLUMNS = ("model_size", "FLOP")  # carried into the record when the table has them
 CHINCHILLA = {
     "file": "chinchilla_depth_width.csv",
     "sha256": "cb474e8f5fc87be4132190a0c782d1521c4f06b9c041395b3a78ff2ffc34f83e",
@@ -78,25 +84,32 @@ def parse_column_map(spec: str | None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise ConfigError(f"--columns expects expected=actual pairs separated by commas; got {item!r}.")
-        if key.strip() not in REQUIRED_COLUMNS:
-            raise ConfigError(f"--columns: {key.strip()!r} is not an expected column ({', '.join(REQUIRED_COLUMNS)}).")
+        if key.strip() not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
+            raise ConfigError(f"--columns: {key.strip()!r} is not an expected column "
+                              f"({', '.join(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)}).")
         out[key.strip()] = value.strip()
     return out
 
 
 def load_scaling_table(path: str | Path | None = None, *, columns: dict[str, str] | None = None,
                        download: bool = False) -> pd.DataFrame:
-    """Read and validate a scaling table; returns the required columns as floats."""
+    """Read and validate a scaling table; returns the required columns (and the optional ones it has) as floats."""
     path = resolve_table_path(path, download=download)
     try:
         raw = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise ConfigError(f"cannot parse {str(path)!r} as CSV ({exc}).") from None
     columns = columns or {}
+    headers = [str(c) for c in raw.columns]
+    duplicated = sorted({c for c in headers if c.rpartition(".")[2].isdigit() and c.rpartition(".")[0] in headers})
+    if duplicated:  # pandas renames a repeated header "x" to "x.1"
+        raise ConfigError(f"{str(path)!r} repeats the column(s) {duplicated}; give each column one header.")
     frame = {}
-    for name in REQUIRED_COLUMNS:
+    for name in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
         actual = columns.get(name, name)
         if actual not in raw.columns:
+            if name in OPTIONAL_COLUMNS:
+                continue
             raise ConfigError(f"{str(path)!r} has no column {actual!r} (needed for {name!r}); its columns are "
                               f"{list(raw.columns)}. Map names with --columns {name}=<your column>.")
         values = pd.to_numeric(raw[actual], errors="coerce")
@@ -125,7 +138,7 @@ def table_dataset(table: pd.DataFrame, *, source: str, license: str) -> xr.Datas
     }
     return xr.Dataset(
         {name: (("model",), table[col].to_numpy(float), {"long_name": long, "units": units})
-         for name, (col, long, units) in spec.items()},
+         for name, (col, long, units) in spec.items() if col in table.columns},
         coords={"model": ("model", np.arange(n), {"long_name": "row of the source table"})},
         attrs={"source": source, "license": license, "path": table.attrs.get("path", "")},
     )

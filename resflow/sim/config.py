@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import check_choice, check_int, check_real
+from .._validate import check_choice, check_int, check_real, check_sequence
 from ..errors import ConfigError
 
 __all__ = ["TrainConfig", "lr_multiplier", "student_lr"]
@@ -95,7 +95,8 @@ class TrainConfig:
         check_choice("decay", self.decay, ("linear", "geometric", "none"))
         check_choice("dtype", self.dtype, ("float32", "float64"))
         check_choice("device", self.device, ("auto", "cpu", "cuda"))
-        temps = tuple(check_real("temperatures", t, low=0.0, low_open=True) for t in self.temperatures)
+        temps = tuple(check_real("temperatures", t, low=0.0, low_open=True)
+                      for t in check_sequence("temperatures", self.temperatures, example="(0.1, 1.0)"))
         set_("temperatures", temps)
         if self.loss == "kl" and not temps:
             raise ConfigError("loss='kl' needs at least one teacher temperature, e.g. temperatures=(0.1, 1.0).")

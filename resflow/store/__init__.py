@@ -3,7 +3,8 @@
 =============  =============================================================================
 module         what it holds
 =============  =============================================================================
-``store``      :class:`Store`: a directory of atomically written zarr records, append-only
+``store``      :class:`Store`: a directory of atomically written zarr records, append-only;
+               ``check``/``gc`` for what killed writers leave behind
 ``workdirs``   fresh per-run working directories (checkpoints, figures) that never overwrite
 =============  =============================================================================
 
@@ -11,7 +12,18 @@ Depends on xarray and zarr only (no torch).  Record kinds and their variables:
 ``docs/design/store.md``.
 """
 
-from .store import RECORD_KINDS, STORE_VERSION, RecordInfo, Store, StoreError
+from .store import (
+           RECORD_KINDS,
+           RECORD_SCHEMAS,
+           STORE_VERSION,
+           Leftover,
+           RecordInfo,
+           Store,
+           StoreError,
+           StoreReport,
+           schema_problems,
+)
 from .workdirs import new_run_dir
 
-__all__ = ["Store", "StoreError", "RecordInfo", "RECORD_KINDS", "STORE_VERSION", "new_run_dir"]
+__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "RECORD_KINDS", "RECORD_SCHEMAS",
+           "STORE_VERSION", "schema_problems", "new_run_dir"]

@@ -5,7 +5,9 @@ Layout::
     STORE/
       resflow-store.json          schema marker {"schema": "resflow-store", "version": 1}
       runs/<record-id>.zarr/      one xarray Dataset per record (zarr format 2, consolidated)
-      runs/.tmp-<record-id>.zarr/ a record being written (never read; left behind by a crash)
+      runs/.tmp-<pid>@<host>--<record-id>.zarr/
+                                  a record being written by process <pid> on <host> (never read;
+                                  left behind only by a crash; ``Store.gc`` removes it)
       work/<experiment>-<time>/   checkpoints, fits and figures of runs in progress or done
 
 A record is written to a temporary directory and renamed into place (``os.rename`` of a directory
@@ -14,6 +16,8 @@ readable.  Record ids are unique (kind, name, UTC time, random suffix) and a ren
 an existing record, so appending never overwrites and several processes can write different runs
 (or disjoint regions of one sweep) into one store at once.  Kinds and their variables are
 documented in ``docs/design/store.md``; ``xarray.open_zarr(STORE/runs/<id>.zarr)`` opens any record.
+:meth:`Store.check` loads every record and lists what a killed writer left behind;
+:meth:`Store.gc` removes those leftovers (``resflow store check|gc``).
 """
 
 from __future__ import annotations
@@ -21,20 +25,32 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import shutil
+import socket
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import xarray as xr
 
 from ..errors import ConfigError, IncompatibleOptionsError, ResflowError, UnknownNameError
 
-__all__ = ["Store", "StoreError", "RecordInfo", "STORE_VERSION", "RECORD_KINDS"]
+__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STORE_VERSION", "RECORD_KINDS",
+           "RECORD_SCHEMAS", "schema_problems"]
 
 STORE_SCHEMA = "resflow-store"
 STORE_VERSION = 1
 MARKER = "resflow-store.json"
 RECORD_KINDS = ("toy-run", "fit", "theory", "llm-data", "llm-fit", "probe")
+# What a record of a kind must hold to be read by resflow (the full schemas: docs/design/store.md).
+RECORD_SCHEMAS = {
+    "toy-run": {"variables": ("final_loss_batch", "failed", "test_loss"),
+                "dims": ("depth", "replicate", "length", "eval_batch")},
+    "fit": {"variables": ("exponent", "ci_low", "ci_high", "converged"), "dims": ("series",)},
+}
+TMP_PREFIX = ".tmp-"
+STALE_AFTER_S = 24 * 3600.0  # a leftover of a writer on another host is removed only when this old
 
 
 class StoreError(ResflowError):
@@ -48,6 +64,31 @@ class RecordInfo:
     name: str
     created: str
     path: Path
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """Something a writer left in ``runs/`` or beside the marker that is not a finished record."""
+
+    path: Path
+    what: str  # "partial record" | "marker temporary" | "unknown entry"
+    writer: str  # "<pid>@<host>" or "" when the name does not say
+    writer_alive: bool  # the writer is a live process on this host (its leftover is still being written)
+    age_s: float
+
+
+@dataclass
+class StoreReport:
+    """What :meth:`Store.check` found: finished records, unreadable ones, leftovers."""
+
+    records: int = 0
+    unreadable: dict[str, str] = field(default_factory=dict)  # record id -> error
+    leftovers: list[Leftover] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unreadable
 
 
 class Store:
@@ -84,8 +125,9 @@ class Store:
                 f"store schema version {meta.get('version')!r} is not supported by this resflow (version "
                 f"{STORE_VERSION}); upgrade resflow or use a store written by this version."
             )
-        (path / "runs").mkdir(exist_ok=True)
-        (path / "work").mkdir(exist_ok=True)
+        if create:  # opening to read changes nothing; writers create these when they need them
+            (path / "runs").mkdir(exist_ok=True)
+            (path / "work").mkdir(exist_ok=True)
         return cls(path)
 
     # ------------------------------------------------------------------ writing
@@ -96,7 +138,8 @@ class Store:
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         record_id = f"{kind}--{_safe(name)}--{stamp}--{uuid.uuid4().hex[:8]}"
         runs = self.path / "runs"
-        tmp = runs / f".tmp-{record_id}.zarr"
+        runs.mkdir(exist_ok=True)
+        tmp = runs / f"{TMP_PREFIX}{os.getpid()}@{_host()}--{record_id}.zarr"
         final = runs / f"{record_id}.zarr"
         out = ds.copy()
         out.attrs = {**ds.attrs, "store_kind": kind, "store_name": name, "store_record": record_id,
@@ -111,7 +154,7 @@ class Store:
         """Finished records, oldest first, optionally filtered by kind and name."""
         out = []
         for path in sorted((self.path / "runs").glob("*.zarr")):
-            if path.name.startswith(".tmp-"):
+            if path.name.startswith(TMP_PREFIX):
                 continue
             parts = path.name[: -len(".zarr")].split("--")
             if len(parts) != 4:
@@ -170,10 +213,71 @@ class Store:
         self.load(record).to_netcdf(path, engine="scipy")
         return path
 
+    # ------------------------------------------------------------------ maintenance
+    def leftovers(self) -> list[Leftover]:
+        """Partial records and marker temporaries left by writers (killed ones, or ones still writing)."""
+        now = time.time()
+        found = []
+        entries = [(p, "partial record") for p in sorted((self.path / "runs").glob(f"{TMP_PREFIX}*"))]
+        entries += [(p, "marker temporary") for p in sorted(self.path.glob(f".{MARKER}.*"))]
+        for path, what in entries:
+            writer, alive = _writer_of(path.name) if what == "partial record" else ("", False)
+            try:
+                age = now - path.stat().st_mtime
+            except FileNotFoundError:  # finished (renamed) or removed while we looked
+                continue
+            found.append(Leftover(path, what, writer, alive, age))
+        return found
+
+    def check(self) -> StoreReport:
+        """Load every finished record, check it against its kind's schema, list the leftovers; changes nothing."""
+        report = StoreReport(leftovers=self.leftovers())
+        for info in self.records():
+            report.records += 1
+            try:
+                problems = schema_problems(self.load(info), info.kind)
+            except StoreError as exc:
+                report.unreadable[info.id] = str(exc)
+                continue
+            if problems:
+                report.unreadable[info.id] = f"not a valid {info.kind} record: it lacks {', '.join(problems)}"
+        return report
+
+    def gc(self, *, dry_run: bool = False, stale_after_s: float = STALE_AFTER_S) -> StoreReport:
+        """Remove what killed writers left behind; finished records are never touched.
+
+        A partial record is removed when its writer (named in the directory) is no longer a live
+        process on this host, or -- written on another host, or of unknown origin -- when it is
+        older than ``stale_after_s``; a live writer's partial record is kept.  With ``dry_run``
+        nothing is removed and the report lists what would be.
+        """
+        report = self.check()
+        for left in report.leftovers:
+            writer_host = left.writer.partition("@")[2]
+            removable = (not left.writer_alive if writer_host == _host() else left.age_s > stale_after_s)
+            if left.what == "marker temporary":
+                removable = left.age_s > 60.0  # a concurrent creator links and unlinks it within milliseconds
+            if not removable:
+                continue
+            if not dry_run:
+                if left.path.is_dir():
+                    shutil.rmtree(left.path, ignore_errors=True)
+                else:
+                    left.path.unlink(missing_ok=True)
+            report.removed.append(left.path)
+        return report
+
     def work_dir(self, experiment: str) -> Path:
         from .workdirs import new_run_dir
 
         return new_run_dir(self.path / "work", experiment)
+
+
+def schema_problems(ds: xr.Dataset, kind: str) -> list[str]:
+    """The variables and dims a record of ``kind`` lacks (empty when it is readable as that kind)."""
+    schema = RECORD_SCHEMAS.get(kind, {})
+    return ([v for v in schema.get("variables", ()) if v not in ds.data_vars]
+            + [f"dim {d}" for d in schema.get("dims", ()) if d not in ds.dims])
 
 
 def _write_marker(marker: Path) -> None:
@@ -185,6 +289,27 @@ def _write_marker(marker: Path) -> None:
         pass
     finally:
         tmp.unlink()
+
+
+def _host() -> str:
+    return _safe(socket.gethostname()).replace("@", "-").strip("-") or "host"
+
+
+def _writer_of(name: str) -> tuple[str, bool]:
+    """``(".tmp-<pid>@<host>--<id>.zarr")`` -> ("<pid>@<host>", whether that process is alive here)."""
+    head = name[len(TMP_PREFIX):].split("--", 1)[0]
+    pid, sep, host = head.partition("@")
+    if not sep or not pid.isdigit():
+        return "", False
+    if host != _host():
+        return head, False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return head, False
+    except PermissionError:  # alive, owned by someone else
+        return head, True
+    return head, True
 
 
 def _safe(name: str) -> str:

@@ -1,0 +1,60 @@
+"""``resflow store check`` and ``resflow store gc``: a store's health, and what killed writers left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .app import app, console, user_errors
+
+store_app = typer.Typer(help="Inspect a store and clean up after killed writers.", no_args_is_help=True)
+app.add_typer(store_app, name="store")
+
+StorePath = Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")]
+
+
+def _print_leftovers(report, removed_label: str) -> None:
+    removed = set(report.removed)
+    for left in report.leftovers:
+        who = f"writer {left.writer}" if left.writer else "writer unknown"
+        state = removed_label if left.path in removed else ("kept: its writer is running" if left.writer_alive
+                                                            else "kept: too recent to be sure its writer died")
+        console.print(f"  {left.what} {left.path.name} ({who}, {left.age_s:.0f} s old): {state}", highlight=False)
+
+
+@store_app.command()
+def check(store: StorePath) -> None:
+    """Load every record; list unreadable records and leftovers of killed writers (changes nothing)."""
+    from resflow.store import Store
+
+    with user_errors():
+        report = Store.open(store).check()
+        console.print(f"{store}: {report.records} records, {report.records - len(report.unreadable)} readable, "
+                      f"{len(report.leftovers)} leftovers", highlight=False)
+        for record, error in report.unreadable.items():
+            console.print(f"  [red]unreadable[/] {record}: {error}", highlight=False)
+        _print_leftovers(report, "removable by `resflow store gc`")
+        if not report.ok:
+            raise typer.Exit(code=1)
+
+
+@store_app.command()
+def gc(
+    store: StorePath,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
+) -> None:
+    """Remove partial records of killed writers (never a finished record, never a live writer's)."""
+    from resflow.store import Store
+
+    with user_errors():
+        s = Store.open(store)
+        # the preview always runs, so a dry run reports exactly what a real run would remove
+        report = s.gc(dry_run=True)
+        if not dry_run:
+            report = s.gc()
+        label = "would be removed" if dry_run else "removed"
+        console.print(f"{store}: {len(report.removed)} leftovers {label}, {len(report.leftovers) - len(report.removed)}"
+                      " kept", highlight=False)
+        _print_leftovers(report, label)
