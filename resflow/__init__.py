@@ -19,6 +19,7 @@ subpackage          what it holds
 ``store``           the result store (atomic zarr records)
 ``experiments``     typed experiment configurations and the registry (presets live in ``sims/``)
 ``workflows``       one function under every command: run, fit, llm-fit, probe, compare, demo
+``demos``           classroom demos: a figure and its data in seconds each (``resflow demo --list``)
 ``cli``             the ``resflow`` command line
 ``laws``            numeric evaluation of the derivations in ``theory/`` (``resflow.theory``)
 ``loglog``          the one log--log power-law fit
@@ -73,7 +74,7 @@ _EXPORTS: dict[str, str] = {
     "provenance": "resflow.provenance",
 }
 _SUBMODULES = ("laws", "loglog", "dynamics", "noise", "sim", "analysis", "llm", "store", "experiments", "workflows",
-               "theory", "sims")
+               "demos", "theory", "sims")
 
 __all__ = [
     "__version__",

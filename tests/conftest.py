@@ -27,12 +27,18 @@ def gen() -> torch.Generator:
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Print how many generated cases the fuzz tests tried (summed over workers)."""
+    """Print how many generated cases the fuzz tests tried (summed over workers) and the demos' seconds."""
     counts: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
         for name, value in getattr(report, "user_properties", []):
             if name.startswith("fuzz_"):
                 counts[name] = counts.get(name, 0) + int(value)
+            elif name.startswith("demo_seconds_"):
+                seconds[name[len("demo_seconds_"):]] = float(value)
     if counts:
         terminalreporter.write_line("fuzz: " + ", ".join(f"{n[len('fuzz_'):].replace('_', ' ')} {v}"
                                                          for n, v in sorted(counts.items())))
+    if seconds:
+        terminalreporter.write_line("demos (s, two workers sharing two cores): "
+                                    + ", ".join(f"{n} {v:.1f}" for n, v in seconds.items()))

@@ -25,7 +25,7 @@ from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, f
 from .intervals import ExponentInterval, exponent_interval
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
-from .plots import new_figure, plot_experiment, plot_flow_demo, save_figure
+from .plots import colors, new_figure, plot_experiment, plot_flow_demo, save_figure
 from .probes import ProbeAccumulator, ProbeResult, early_stop_fraction, probe_dataset, probe_states, step_size_slope
 from .regimes import classify, regime_predictions
 from .roughness import roughness_predictions
@@ -38,5 +38,5 @@ __all__ = [
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
     "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",
     "ComparisonRow", "DepthPart", "theory_rows", "toy_rows", "comparison_figure",
-    "new_figure", "save_figure", "plot_experiment", "plot_flow_demo",
+    "new_figure", "colors", "save_figure", "plot_experiment", "plot_flow_demo",
 ]

@@ -100,13 +100,41 @@ def fit(
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="Root directory; the run goes into a new subdirectory.")] = Path("results"),
+    name: Annotated[str | None, typer.Argument(help="A classroom demo (--list shows them); omit for the "
+                                                    "dynamics-core overview.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the classroom demos and exit.")] = False,
+    out: Annotated[Path, typer.Option(help="A directory (the run goes into a new subdirectory) or, with NAME, "
+                                           "a .png file (its data goes beside it as .nc).")] = Path("results"),
     seed: Annotated[int, typer.Option(help="Seed of every random draw.", min=0)] = 0,
 ) -> None:
-    """Demo of the dynamics core: stack-vs-ODE convergence per scheme, ensembles, teacher angles."""
+    """Classroom demos (resflow.demos), or the dynamics-core overview: stacks -> ODE, ensembles, teachers."""
+    from resflow.demos import DEMOS, run_demo
+    from resflow.store import new_run_dir
     from resflow.workflows import FlowDemoConfig, run_flow_demo
 
+    if list_:
+        for demo_name, function in DEMOS.items():
+            console.print(f"[bold]{demo_name:20s}[/] {(function.__doc__ or '').strip().splitlines()[0]}",
+                          highlight=False)
+        return
     with user_errors(), interruptible("nothing was kept; run the command again"):
+        if name is not None:
+            if name not in DEMOS:
+                from resflow import UnknownNameError
+
+                raise UnknownNameError(f"unknown demo {name!r}; choose one of {', '.join(DEMOS)} "
+                                       "(resflow demo --list).")
+            target = out if out.suffix.lower() == ".png" else new_run_dir(out, f"demo-{name}") / f"{name}.png"
+            if target.exists():
+                from resflow import ConfigError
+
+                raise ConfigError(f"{str(target)!r} exists; choose a new --out (nothing is overwritten).")
+            with err_console.status(f"running {name} ..."):
+                result = run_demo(name, seed=seed)
+            path = result.save(target)
+            console.print(f"{result.title} ({result.seconds:.1f} s): wrote {path} and {path.with_suffix('.nc')}",
+                          highlight=False)
+            return
         with err_console.status("running the flow demo ..."):
             result = run_flow_demo(out, FlowDemoConfig(seed=seed))
         ds = result.dataset

@@ -1,0 +1,126 @@
+"""Demos with teachers and students: the angles that tell the readings apart, a seconds-long
+training on smooth and rough teachers, and the depth scaling law of trained LLMs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import xarray as xr
+
+from .._validate import check_int
+from ..analysis import colors, new_figure, step_angles, update_angles
+from ..errors import ConfigError
+from ..experiments import ExperimentConfig
+from ..loglog import slopes
+from ..sim import Teacher, TrainConfig, train
+from .core import DemoResult, finish, register
+
+__all__ = ["teacher_angles", "smooth_vs_rough", "llm_depth_fit"]
+
+
+@register
+def teacher_angles(seed: int = 0, *, width: int = 32, depth: int = 64, batch: int = 256,
+                   teachers: tuple[str, ...] = ("tied", "correlated:0.9", "independent")) -> DemoResult:
+    """(d) Per-layer step and update angles of tied (smooth) and independent (rough) teachers.
+
+    Successive updates of a smooth flow point the same way (small update angles: procedural); those
+    of independent layers are near-orthogonal (about 90°: an ensemble of unrelated steps).
+    """
+    started = time.perf_counter()
+    seed = check_int("seed", seed, minimum=0)
+    gen = torch.Generator().manual_seed(seed)
+    steps, updates = [], []
+    for spec in teachers:
+        teacher = Teacher(spec, width=width, depth=depth, seed=seed)
+        with torch.no_grad():
+            states = teacher.hidden_states(teacher.sample_inputs(batch, seed=gen))
+        steps.append(np.degrees(step_angles(states).mean(dim=-1).numpy()))
+        updates.append(np.degrees(update_angles(states).mean(dim=-1).numpy()))
+    data = xr.Dataset(
+        {"step_angle": (("teacher", "layer"), np.stack(steps), {"long_name": "angle between h_l and h_l+1",
+                                                                 "units": "degree"}),
+         "update_angle": (("teacher", "update"), np.stack(updates), {
+             "long_name": "angle between successive updates", "units": "degree"})},
+        coords={"teacher": list(teachers), "layer": np.arange(depth), "update": np.arange(depth - 1)})
+    fig, (left, right) = new_figure(2, figsize=(10, 4.2))
+    for color, spec, s, u in zip(colors("tab10", len(teachers)), teachers, steps, updates, strict=True):
+        left.plot(s, color=color, label=spec)
+        right.plot(u, color=color, label=f"{spec}: mean {np.mean(u):.0f}°")
+    left.set(xlabel="layer l", ylabel="degrees", title="step angle θ(h_l, h_l+1)")
+    right.axhline(90, color="0.6", ls=":", lw=0.8)
+    right.set(xlabel="layer l", ylabel="degrees", title="update angle θ(Δh_l, Δh_l+1)")
+    right.legend(fontsize=8)
+    return finish("teacher_angles", "Smooth teachers take aligned steps; rough ones take orthogonal steps", fig, data,
+                  started, {"width": width, "depth": depth, "batch": batch, "teachers": list(teachers)}, seed)
+
+
+@register
+def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] = (1, 2, 4, 8),
+                    width: int = 4, teacher_depth: int = 16, lr_scale: float = 64.0) -> DemoResult:
+    """(e) Students of several depths trained for seconds on a smooth (tied) and a rough (independent) teacher.
+
+    A toy version of the main experiment (``resflow run smooth-vs-rough``): one replicate, width 4,
+    600 steps at a large learning rate, so the students are far from trained and the slopes are
+    rough (about 1.1 for the rough teacher and 1.6 for the smooth one at seed 0, against 1.1-1.2 and
+    2.6-2.8 for the cpu preset's 20k-40k steps); the smooth teacher's loss already falls faster.
+    """
+    started = time.perf_counter()
+    seed, steps = check_int("seed", seed, minimum=0), check_int("steps", steps, minimum=1)
+    train_config = TrainConfig(steps=steps, batch=128, eval_every=steps, eval_batches=2,
+                               eval_batch_size=512, checkpoint_every=steps, device="cpu", lr_scale=lr_scale,
+                               decay="geometric", constant_fraction=0.5, final_lr_fraction=0.01)
+    config = ExperimentConfig(experiment="smooth-vs-rough", width=width, teacher_depth=teacher_depth, depths=depths,
+                              replicates=1, seed=seed, teacher_seed=seed, lengths=(1.0,), train=train_config)
+    teachers = {(t, 0): Teacher(config.teacher_config(t, 0)) for t in config.targets}
+    result = train(config.student_specs(), teachers, config.train, seed=seed)
+    final = dict(zip(((spec.target, spec.depth) for spec in result.specs), result.final_batches.mean(axis=1),
+                     strict=True))
+    targets, ell = list(config.targets), np.array(config.depths, float)
+    loss = np.array([[final[(t, d)] for d in config.depths] for t in targets])
+    data = xr.Dataset({"final_loss": (("target", "depth"), loss, {"long_name": "final test loss (MSE)", "units": "1"})},
+                      coords={"target": targets, "depth": ell})
+    fig, (ax,) = new_figure(1, figsize=(5.5, 4.2))
+    for color, target, curve in zip(colors("tab10", len(targets)), targets, loss, strict=True):
+        ax.loglog(ell, curve, "o-", color=color, label=f"{target}: loss ~ l^-{float(slopes(ell, curve)):.2f}")
+    ax.set(xlabel="student depth l", ylabel="final test loss", title=f"{steps} steps, width {width}")
+    ax.legend(fontsize=8)
+    return finish("smooth_vs_rough", "Smooth teachers reward depth more than rough ones", fig, data, started,
+                  config.to_dict(), seed)
+
+
+@register
+def llm_depth_fit(seed: int = 0, *, data: str | None = None, starts: int = 16) -> DemoResult:
+    """(g) The depth scaling law L = c_m m^-a_m + c_l l^-a_l + c_D D^-a_D + L0 on the Chinchilla table.
+
+    Needs the table (``data=PATH``, or ``$RESFLOW_DATA_DIR``; resflow never ships it): without it a
+    clear :class:`~resflow.errors.ConfigError` says where to put it.
+    """
+    from ..llm import ScalingFitSettings, fit_scaling_law, load_scaling_table, predict
+
+    started = time.perf_counter()
+    seed, starts = check_int("seed", seed, minimum=0), check_int("starts", starts, minimum=1)
+    try:
+        table = load_scaling_table(data)
+    except ConfigError as exc:
+        raise ConfigError(f"the llm_depth_fit demo needs the Chinchilla table: {exc}") from None
+    fit = fit_scaling_law(table, ScalingFitSettings(n_starts=starts, seed=seed))
+    m, ell, tokens, loss = (table[c].to_numpy(float) for c in ("d_model", "n_layers", "num_tokens", "loss"))
+    predicted = predict(fit.params, m, ell, tokens)
+    depth_term = fit.params["c_l"] * ell ** -fit.params["alpha_l"]
+    out = xr.Dataset({"loss": (("model",), loss), "predicted": (("model",), predicted),
+                      "depth_term": (("model",), depth_term, {"long_name": "c_l l^-alpha_l"})},
+                     coords={"n_layers": (("model",), ell), "d_model": (("model",), m)},
+                     attrs={k: float(v) for k, v in fit.params.items()})
+    fig, (left, right) = new_figure(2, figsize=(10, 4.2))
+    left.loglog(loss, predicted, "o", ms=3, alpha=0.6)
+    lims = [loss.min(), loss.max()]
+    left.plot(lims, lims, color="0.5", lw=0.8)
+    left.set(xlabel="final loss", ylabel="fitted law", title=f"{fit.n_points} models ({fit.excluded} excluded)")
+    order = np.argsort(ell)
+    right.loglog(ell[order], depth_term[order], "-")
+    right.set(xlabel="layers l", ylabel="c_l l^-α_l",
+              title=f"depth term: α_l = {fit.params['alpha_l']:.2f} ± {fit.se['alpha_l']:.2f}")
+    return finish("llm_depth_fit", "Trained LLMs: the depth term of the scaling law", fig, out, started,
+                  {"data": str(table.attrs.get("path", "")), "starts": starts}, seed)
