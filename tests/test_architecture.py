@@ -102,3 +102,14 @@ def test_public_api_names_resolve_lazily():
 def test_two_order_condition_modules_say_what_they_are():
     assert not list(ROOT.rglob("order_conditions.py"))
     assert (PACKAGE / "dynamics" / "rooted_trees.py").exists() and (ROOT / "theory" / "taylor_matching.py").exists()
+
+
+def test_every_subpackage_is_packaged():
+    """A subpackage missing from pyproject's package list is absent from a non-editable install."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    declared = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"resflow." + p.parent.relative_to(root / "resflow").as_posix().replace("/", ".")
+             for p in (root / "resflow").rglob("__init__.py") if p.parent != root / "resflow"}
+    assert found | {"resflow", "resflow.theory", "resflow.sims"} == declared
