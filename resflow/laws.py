@@ -89,6 +89,8 @@ DOMAINS = {
 def _checked_value(law: str, key: str, value: Any) -> np.ndarray:
     """A parameter value as a float array: real, not NaN, inside the parameter's domain (``DOMAINS``)."""
     try:
+        if isinstance(value, str | bytes) or np.asarray(value).dtype.kind in "USO":
+            raise TypeError(value)  # numpy would read "1" as 1.0
         array = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise ConfigError(f"law {law!r}: parameter {key} must be a real number or an array of them; got "

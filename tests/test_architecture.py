@@ -46,8 +46,10 @@ from resflow.analysis import new_figure, save_figure
 fig, axes = new_figure(2)
 axes[0].plot([1, 2], [3, 4])
 save_figure(fig, sys.argv[1], {"seed": "0"})
-import matplotlib
-print(json.dumps({"pyplot": "matplotlib.pyplot" in sys.modules, "type": type(fig).__module__ + "." + type(fig).__name__}))
+import pickle
+from matplotlib.figure import Figure
+print(json.dumps({"pyplot": "matplotlib.pyplot" in sys.modules, "figure": isinstance(fig, Figure),
+                  "inline": fig._repr_png_()[1:4] == b"PNG", "pickles": bool(pickle.dumps(fig))}))
 """
 
 
@@ -55,7 +57,7 @@ def test_figures_are_built_and_saved_without_pyplot(tmp_path):
     png = tmp_path / "f.png"
     out = subprocess.run([sys.executable, "-c", FIGURE_PROBE, str(png)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"pyplot": False, "type": "matplotlib.figure.Figure"}
+    assert json.loads(out.stdout) == {"pyplot": False, "figure": True, "inline": True, "pickles": True}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

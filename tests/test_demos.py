@@ -1,8 +1,9 @@
 """Classroom demos: each returns a figure and its data, shows what it claims, and runs in seconds.
 
-The seconds of every demo are printed in the test summary ("demos: ..."); ``python -m
-resflow.demos`` prints them on a quiet machine (the target is 10 s each on 2 cores).  The test
-fails only past 30 s, three times the target, because the suite runs two workers on two cores.
+Each demo runs once (one test per demo, so the two workers never both run one).  Its seconds are
+printed in the test summary ("demos: ..."); ``python -m resflow.demos`` prints them on a quiet
+machine, against the target of 10 s each on 2 cores.  A test fails only past 30 s, three times the
+target, because the suite's two workers share the two cores.
 """
 
 import math
@@ -17,33 +18,15 @@ from resflow.cli import app
 from resflow.loglog import slopes
 
 CEILING_S = 30.0
-NEEDS_DATA = {"llm_depth_fit"}
 
 
-@pytest.fixture(scope="module")
-def results():
-    return {name: demos.run_demo(name) for name in demos.DEMOS if name not in NEEDS_DATA}
-
-
-def test_every_demo_returns_a_figure_and_data_with_provenance(results, record_property):
-    assert list(demos.DEMOS) == list(demos.core.ORDER) and len(demos.DEMOS) >= 7
-    for name, result in results.items():
-        assert isinstance(result.figure, Figure) and result.figure.axes, name
-        assert result.data.data_vars and {"resflow_version", "git_commit", "seed"} <= set(result.data.attrs), name
-        assert result._repr_png_().startswith(b"\x89PNG"), name  # shows inline in Jupyter
-        record_property(f"demo_seconds_{name}", round(result.seconds, 1))
-        assert result.seconds < CEILING_S, (name, result.seconds)
-
-
-def test_stack_to_ode_reaches_each_declared_order(results):
-    data = results["stack_to_ode"].data
+def stack_to_ode(data):
     for scheme in data["scheme"].values:
         assert abs(float(data["empirical_order"].sel(scheme=scheme))
                    - int(data["declared_order"].sel(scheme=scheme))) < 0.25, scheme
 
 
-def test_error_accumulation_follows_the_coherent_and_incoherent_laws(results):
-    data = results["error_accumulation"].data
+def error_accumulation(data):
     ell = data["depth"].values
     # coherent errors are exact (no randomness); incoherent ones average 400 x 16 squared components:
     # relative SE about sqrt(2 / (400 * 16)) = 1.8% per depth, so the slope is within 0.05 of 3
@@ -52,26 +35,46 @@ def test_error_accumulation_follows_the_coherent_and_incoherent_laws(results):
     np.testing.assert_allclose(data["loss"], data["law"], rtol=5 * math.sqrt(2 / (400 * 16)))
 
 
-def test_ensemble_and_roughness_demos_agree_with_their_laws(results):
-    for name, samples in (("ensemble_averaging", 4000), ("roughness_knob", 2000)):
-        data = results[name].data
-        key = "mse" if "mse" in data else "loss"
-        # Gaussian errors: the empirical mean square of N draws has relative SE sqrt(2 / N); Z = 5
-        np.testing.assert_allclose(data[key], data["law"], rtol=5 * math.sqrt(2 / samples), err_msg=name)
-    cross = results["roughness_knob"].data["crossover_depth"]
-    assert float(cross.sel(rho=0.2)) == pytest.approx(4.0) and math.isinf(float(cross.sel(rho=0.0)))
+def ensemble_averaging(data):
+    # Gaussian errors: the mean square of N = 4000 draws has relative SE sqrt(2 / N); Z = 5
+    np.testing.assert_allclose(data["mse"], data["law"], rtol=5 * math.sqrt(2 / 4000))
 
 
-def test_teacher_angles_tell_smooth_from_rough(results):
-    updates = results["teacher_angles"].data["update_angle"].mean("update")
+def roughness_knob(data):
+    np.testing.assert_allclose(data["loss"], data["law"], rtol=5 * math.sqrt(2 / 2000))  # N = 2000 draws
+    assert float(data["crossover_depth"].sel(rho=0.2)) == pytest.approx(4.0)
+    assert math.isinf(float(data["crossover_depth"].sel(rho=0.0)))
+
+
+def teacher_angles(data):
+    updates = data["update_angle"].mean("update")
     assert float(updates.sel(teacher="tied")) < 60 < float(updates.sel(teacher="independent"))
 
 
-def test_smooth_vs_rough_shows_two_slopes(results):
-    data = results["smooth_vs_rough"].data
+def smooth_vs_rough(data):
     ell = data["depth"].values
     tied, independent = (slopes(ell, data["final_loss"].sel(target=t).values) for t in ("tied", "independent"))
     assert tied > independent + 0.3 > 0.3, (tied, independent)
+
+
+CLAIMS = {f.__name__: f for f in (stack_to_ode, error_accumulation, ensemble_averaging, teacher_angles,
+                                  smooth_vs_rough, roughness_knob)}
+
+
+def test_the_registry_holds_seven_demos_in_teaching_order():
+    assert list(demos.DEMOS) == list(demos.core.ORDER) and len(demos.DEMOS) >= 7
+    assert set(CLAIMS) | {"llm_depth_fit"} == set(demos.DEMOS)
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_demo_shows_what_it_claims(name, record_property):
+    result = demos.run_demo(name)
+    record_property(f"demo_seconds_{name}", round(result.seconds, 1))
+    assert isinstance(result.figure, Figure) and result.figure.axes
+    assert result.data.data_vars and {"resflow_version", "git_commit", "seed"} <= set(result.data.attrs)
+    assert result._repr_png_().startswith(b"\x89PNG")  # shows inline in Jupyter
+    CLAIMS[name](result.data)
+    assert result.seconds < CEILING_S, (name, result.seconds)
 
 
 def test_llm_demo_needs_its_data_and_says_where(tmp_path, monkeypatch):
@@ -97,3 +100,6 @@ def test_demo_command_lists_saves_and_never_overwrites(tmp_path):
     again = runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(out)])
     assert again.exit_code == 2 and "exists" in again.output
     assert runner.invoke(app, ["demo", "nosuch"]).exit_code == 2
+    assert runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(tmp_path / "f.jpg")]).exit_code == 2
+    into_dir = runner.invoke(app, ["demo", "roughness_knob", "--out", str(tmp_path / "d")])
+    assert into_dir.exit_code == 0 and list((tmp_path / "d").glob("demo-roughness_knob-*/roughness_knob.png"))

@@ -155,3 +155,47 @@ def test_corrupt_record_names_itself(tmp_path):
     (store.records()[0].path / ".zmetadata").write_text("{broken")
     with pytest.raises(StoreError, match=f"record {record} is corrupt"):
         store.load(record)
+
+
+def test_gc_removes_dead_writers_leftovers_and_keeps_live_ones(tmp_path):
+    """Deterministic: a partial record of this (live) process, of a finished child, of another host."""
+    from resflow.store.store import _host
+
+    store = Store.open(tmp_path / "s", create=True)
+    kept = store.write(sample(), kind="probe", name="kept")  # a kind without a schema: sample() is no toy run
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: its PID is free
+    runs = tmp_path / "s" / "runs"
+    live = runs / f".tmp-{os.getpid()}@{_host()}--toy-run--x--1--a.zarr"
+    dead = runs / f".tmp-{child.pid}@{_host()}--toy-run--x--2--b.zarr"
+    elsewhere = runs / ".tmp-1@another.host.1--toy-run--x--3--c.zarr"
+    for path in (live, dead, elsewhere):
+        path.mkdir()
+    report = store.check()
+    assert {left.path: left.removable for left in report.leftovers} == {live: False, dead: True, elsewhere: False}
+    assert report.ok and report.records == 1
+    assert store.gc(dry_run=True).removed == [dead] and dead.exists()
+    assert store.gc().removed == [dead] and not dead.exists() and live.exists() and elsewhere.exists()
+    old = time.time() - 2 * 24 * 3600
+    os.utime(elsewhere, (old, old))
+    assert store.gc().removed == [elsewhere]
+    assert [r.id for r in store.records()] == [kept] and live.exists()
+
+
+def test_a_failed_write_leaves_nothing_and_names_are_safe(tmp_path):
+    store = Store.open(tmp_path / "s", create=True)
+    bad = sample()
+    bad.attrs["unwritable"] = object()  # zarr cannot encode it
+    with pytest.raises(Exception):  # noqa: B017 (whatever zarr raises)
+        store.write(bad, kind="toy-run", name="x")
+    assert not list((tmp_path / "s" / "runs").iterdir())
+    record = store.write(sample(), kind="toy-run", name="a -- b-")
+    assert [r.id for r in store.records(name="a -- b-")] == [record]
+
+
+def test_opening_to_read_creates_nothing(tmp_path):
+    Store.open(tmp_path / "s", create=True)
+    for sub in ("runs", "work"):
+        (tmp_path / "s" / sub).rmdir()
+    reopened = Store.open(tmp_path / "s")
+    assert reopened.records() == [] and sorted(p.name for p in (tmp_path / "s").iterdir()) == ["resflow-store.json"]

@@ -14,6 +14,7 @@ module           what it holds
 ``roughness``    the roughness law's predictions for a run of correlated/fractional teachers
 ``compare``      theory, toy and LLM exponents side by side
 ``plots``        figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
+``figure``       the figure type: a ``Figure`` that shows itself inline in Jupyter (``_repr_png_``)
 ===============  ============================================================================
 
 Works on tensors of hidden states and on labelled Datasets; it trains nothing and opens no store.

@@ -8,7 +8,6 @@ save headless alike, and nothing here changes matplotlib's settings.
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,33 +25,14 @@ __all__ = ["new_figure", "colors", "full_length", "plot_flow_demo", "save_figure
 FOOTER_ROOM = 0.03  # fraction of the figure height kept free for the provenance footer
 
 
-@cache
-def _figure_class():
-    """:class:`~matplotlib.figure.Figure` that shows itself as a PNG in Jupyter (``_repr_png_``).
-
-    A figure made without pyplot has no inline formatter registered in IPython unless pyplot was
-    imported; this makes the last expression of a cell show the picture after a plain
-    ``import resflow``, without choosing a backend or touching matplotlib's settings.
-    """
-    from matplotlib.figure import Figure
-
-    class InlineFigure(Figure):
-        def _repr_png_(self) -> bytes:
-            import io
-
-            buffer = io.BytesIO()
-            self.savefig(buffer, format="png", dpi=90)
-            return buffer.getvalue()
-
-    return InlineFigure
-
-
 def new_figure(ncols: int = 1, *, nrows: int = 1, figsize: tuple[float, float] = (5.5, 4.5)):
     """A :class:`~matplotlib.figure.Figure` (constrained layout, room for the footer) and its axes, flat.
 
     It displays inline in Jupyter as the last expression of a cell (it has ``_repr_png_``).
     """
-    fig = _figure_class()(figsize=figsize, layout="constrained")
+    from .figure import InlineFigure
+
+    fig = InlineFigure(figsize=figsize, layout="constrained")
     fig.get_layout_engine().set(rect=(0, FOOTER_ROOM, 1, 1 - FOOTER_ROOM))
     return fig, fig.subplots(nrows, ncols, squeeze=False).ravel()
 

@@ -46,7 +46,7 @@ def _mean_losses(ds: xr.Dataset) -> xr.DataArray:
 
 
 def roughness_amplitudes(ds: xr.Dataset) -> RoughnessAmplitudes | None:
-    """The amplitudes from the run's extremes (None if ``correlated:0`` or ``correlated:1`` is missing)."""
+    """The amplitudes from the run's extremes (None if ``correlated:0`` or ``correlated:1`` is missing or failed)."""
     targets = [str(t) for t in ds["target"].values]
     if "correlated:0" not in targets or "correlated:1" not in targets:
         return None
@@ -56,8 +56,11 @@ def roughness_amplitudes(ds: xr.Dataset) -> RoughnessAmplitudes | None:
     factor = finite_teacher_factor("finite-teacher-procedural-incoherent", depth, teacher_depth)
     smooth = power_law_fit(depth, final.sel(target="correlated:1").values / factor)
     rough = final.sel(target="correlated:0").values / (1 / depth - 1 / teacher_depth)
-    return RoughnessAmplitudes(A_r=float(np.exp(np.mean(np.log(rough)))), A_s=smooth.prefactor,
+    amps = RoughnessAmplitudes(A_r=float(np.exp(np.mean(np.log(rough)))), A_s=smooth.prefactor,
                                alpha_s=smooth.exponent, teacher_depth=teacher_depth)
+    if not all(np.isfinite([amps.A_r, amps.A_s, amps.alpha_s])):  # a failed (NaN) extreme: nothing to predict
+        return None
+    return amps
 
 
 def roughness_predictions(ds: xr.Dataset, *, version: str = "") -> dict[str, np.ndarray]:

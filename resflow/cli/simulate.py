@@ -103,8 +103,9 @@ def demo(
     name: Annotated[str | None, typer.Argument(help="A classroom demo (--list shows them); omit for the "
                                                     "dynamics-core overview.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the classroom demos and exit.")] = False,
-    out: Annotated[Path, typer.Option(help="A directory (the run goes into a new subdirectory) or, with NAME, "
-                                           "a .png file (its data goes beside it as .nc).")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="A directory (the run goes into a new subdirectory; not a store) or, "
+                                           "with NAME, a .png file (its data goes beside it as .nc).")
+                   ] = Path("demos"),
     seed: Annotated[int, typer.Option(help="Seed of every random draw.", min=0)] = 0,
 ) -> None:
     """Classroom demos (resflow.demos), or the dynamics-core overview: stacks -> ODE, ensembles, teachers."""
@@ -124,13 +125,15 @@ def demo(
 
                 raise UnknownNameError(f"unknown demo {name!r}; choose one of {', '.join(DEMOS)} "
                                        "(resflow demo --list).")
-            target = out if out.suffix.lower() == ".png" else new_run_dir(out, f"demo-{name}") / f"{name}.png"
-            if target.exists():
-                from resflow import ConfigError
+            from resflow import ConfigError
 
-                raise ConfigError(f"{str(target)!r} exists; choose a new --out (nothing is overwritten).")
+            if out.suffix and out.suffix.lower() != ".png":
+                raise ConfigError(f"--out must be a directory or a .png file; got {str(out)!r}.")
+            if out.suffix and out.exists():
+                raise ConfigError(f"{str(out)!r} exists; choose a new --out (nothing is overwritten).")
             with err_console.status(f"running {name} ..."):
                 result = run_demo(name, seed=seed)
+            target = out if out.suffix else new_run_dir(out, f"demo-{name}") / f"{name}.png"  # after success
             path = result.save(target)
             console.print(f"{result.title} ({result.seconds:.1f} s): wrote {path} and {path.with_suffix('.nc')}",
                           highlight=False)

@@ -19,8 +19,12 @@ def _print_leftovers(report, removed_label: str) -> None:
     removed = set(report.removed)
     for left in report.leftovers:
         who = f"writer {left.writer}" if left.writer else "writer unknown"
-        state = removed_label if left.path in removed else ("kept: its writer is running" if left.writer_alive
-                                                            else "kept: too recent to be sure its writer died")
+        if left.path in removed or (left.removable and removed_label.startswith("removable")):
+            state = removed_label
+        elif left.writer_alive:
+            state = "kept: its writer is running"
+        else:
+            state = "kept: written on another host (or its PID reused) and less than a day old"
         console.print(f"  {left.what} {left.path.name} ({who}, {left.age_s:.0f} s old): {state}", highlight=False)
 
 
@@ -49,11 +53,7 @@ def gc(
     from resflow.store import Store
 
     with user_errors():
-        s = Store.open(store)
-        # the preview always runs, so a dry run reports exactly what a real run would remove
-        report = s.gc(dry_run=True)
-        if not dry_run:
-            report = s.gc()
+        report = Store.open(store).gc(dry_run=dry_run)
         label = "would be removed" if dry_run else "removed"
         console.print(f"{store}: {len(report.removed)} leftovers {label}, {len(report.leftovers) - len(report.removed)}"
                       " kept", highlight=False)

@@ -15,7 +15,8 @@ demo                        what it shows
 Modules: ``core`` (:class:`DemoResult`, the registry), ``flows`` (a, b), ``noise`` (c, f),
 ``training`` (d, e, g), ``__main__`` (run them all, print their seconds).
 
-Every demo takes a ``seed`` (and a few sizes), uses resflow's public API only, and returns a
+Every demo takes a ``seed`` (and a few sizes, checked with the package's shared validators), is
+built on resflow's public API (nothing is re-implemented for teaching), and returns a
 :class:`DemoResult` whose ``figure`` displays inline in Jupyter (no backend is chosen) and whose
 ``data`` is an :class:`xarray.Dataset` with provenance attrs.  ``resflow demo --list`` lists them,
 ``resflow demo NAME --out FILE.png`` saves one, ``python -m resflow.demos`` runs them all.

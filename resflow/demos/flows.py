@@ -55,7 +55,8 @@ def error_accumulation(seed: int = 0, *, q: int = 2, dim: int = 16, samples: int
     """
     started = time.perf_counter()
     seed, q = check_int("seed", seed, minimum=0), check_int("q", q, minimum=1)
-    samples = check_int("samples", samples, minimum=2)
+    samples, dim = check_int("samples", samples, minimum=2), check_int("dim", dim, minimum=1)
+    depths = tuple(check_int("depths", d, minimum=1) for d in depths)
     rng = np.random.default_rng(seed)
     ell = np.asarray(depths, float)
     measured = {"coherent": [], "incoherent": []}

@@ -114,7 +114,10 @@ def llm_depth_fit(seed: int = 0, *, data: str | None = None, starts: int = 16) -
                      coords={"n_layers": (("model",), ell), "d_model": (("model",), m)},
                      attrs={k: float(v) for k, v in fit.params.items()})
     fig, (left, right) = new_figure(2, figsize=(10, 4.2))
-    left.loglog(loss, predicted, "o", ms=3, alpha=0.6)
+    used = loss < np.sort(loss)[-fit.excluded] if fit.excluded else np.ones(loss.size, bool)  # the fit's own cut
+    left.loglog(loss[used], predicted[used], "o", ms=3, alpha=0.6, label="fitted")
+    left.loglog(loss[~used], predicted[~used], "x", ms=3, color="0.6", label=f"excluded ({fit.excluded})")
+    left.legend(fontsize=8)
     lims = [loss.min(), loss.max()]
     left.plot(lims, lims, color="0.5", lw=0.8)
     left.set(xlabel="final loss", ylabel="fitted law", title=f"{fit.n_points} models ({fit.excluded} excluded)")

@@ -25,11 +25,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import socket
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import xarray as xr
@@ -75,6 +77,7 @@ class Leftover:
     writer: str  # "<pid>@<host>" or "" when the name does not say
     writer_alive: bool  # the writer is a live process on this host (its leftover is still being written)
     age_s: float
+    removable: bool  # what ``Store.gc`` would remove (see there)
 
 
 @dataclass
@@ -108,7 +111,9 @@ class Store:
         if not path.is_dir():
             raise StoreError(f"{str(path)!r} is a file, not a store directory.")
         if not marker.exists():
-            if any(p.name not in ("runs", "work") for p in path.iterdir()) or not create:
+            foreign = [p for p in path.iterdir() if p.name not in ("runs", "work")
+                       and not p.name.startswith(f".{MARKER}.")]  # a creator killed before linking the marker
+            if foreign or not create:
                 raise StoreError(
                     f"{str(path)!r} is not a resflow store (no {MARKER}); point to a store directory or a new, "
                     "empty one."
@@ -145,8 +150,12 @@ class Store:
         out.attrs = {**ds.attrs, "store_kind": kind, "store_name": name, "store_record": record_id,
                      "store_schema_version": str(STORE_VERSION)}
         out = _encodable(out)
-        out.to_zarr(tmp, mode="w-", zarr_format=2, consolidated=True)
-        os.rename(tmp, final)  # atomic; fails rather than replace an existing record
+        try:
+            out.to_zarr(tmp, mode="w-", zarr_format=2, consolidated=True)
+            os.rename(tmp, final)  # atomic; fails rather than replace an existing record
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # a failed write leaves nothing (a kill leaves it to gc)
+            raise
         return record_id
 
     # ------------------------------------------------------------------ reading
@@ -214,19 +223,27 @@ class Store:
         return path
 
     # ------------------------------------------------------------------ maintenance
-    def leftovers(self) -> list[Leftover]:
-        """Partial records and marker temporaries left by writers (killed ones, or ones still writing)."""
+    def leftovers(self, *, stale_after_s: float = STALE_AFTER_S) -> list[Leftover]:
+        """Partial records and marker temporaries left by writers (killed ones, or ones still writing).
+
+        One is *removable* when its writer -- named in it as ``<pid>@<host>``, where the host tag
+        includes the boot id and the PID namespace -- is no longer a live process here, or when it
+        is older than ``stale_after_s`` (a writer elsewhere, or a PID since reused); a marker
+        temporary when it is a minute old (a creator links and unlinks it within milliseconds).
+        """
         now = time.time()
         found = []
         entries = [(p, "partial record") for p in sorted((self.path / "runs").glob(f"{TMP_PREFIX}*"))]
         entries += [(p, "marker temporary") for p in sorted(self.path.glob(f".{MARKER}.*"))]
         for path, what in entries:
-            writer, alive = _writer_of(path.name) if what == "partial record" else ("", False)
+            writer, here, alive = _writer_of(path.name) if what == "partial record" else ("", False, False)
             try:
                 age = now - path.stat().st_mtime
             except FileNotFoundError:  # finished (renamed) or removed while we looked
                 continue
-            found.append(Leftover(path, what, writer, alive, age))
+            removable = (age > 60.0 if what == "marker temporary"
+                         else (here and not alive) or age > stale_after_s)
+            found.append(Leftover(path, what, writer, alive, age, removable))
         return found
 
     def check(self) -> StoreReport:
@@ -244,26 +261,20 @@ class Store:
         return report
 
     def gc(self, *, dry_run: bool = False, stale_after_s: float = STALE_AFTER_S) -> StoreReport:
-        """Remove what killed writers left behind; finished records are never touched.
-
-        A partial record is removed when its writer (named in the directory) is no longer a live
-        process on this host, or -- written on another host, or of unknown origin -- when it is
-        older than ``stale_after_s``; a live writer's partial record is kept.  With ``dry_run``
-        nothing is removed and the report lists what would be.
-        """
-        report = self.check()
+        """Remove what killed writers left behind (:meth:`leftovers`, ``removable``); never a finished
+        record, never a live writer's partial record.  With ``dry_run`` nothing is removed and the
+        report lists what would be.  Records are not loaded (:meth:`check` does that)."""
+        report = StoreReport(records=len(self.records()), leftovers=self.leftovers(stale_after_s=stale_after_s))
         for left in report.leftovers:
-            writer_host = left.writer.partition("@")[2]
-            removable = (not left.writer_alive if writer_host == _host() else left.age_s > stale_after_s)
-            if left.what == "marker temporary":
-                removable = left.age_s > 60.0  # a concurrent creator links and unlinks it within milliseconds
-            if not removable:
+            if not left.removable:
                 continue
             if not dry_run:
                 if left.path.is_dir():
                     shutil.rmtree(left.path, ignore_errors=True)
                 else:
                     left.path.unlink(missing_ok=True)
+                if left.path.exists():  # not ours to remove (permissions): say so by not listing it
+                    continue
             report.removed.append(left.path)
         return report
 
@@ -291,29 +302,42 @@ def _write_marker(marker: Path) -> None:
         tmp.unlink()
 
 
+@cache
 def _host() -> str:
-    return _safe(socket.gethostname()).replace("@", "-").strip("-") or "host"
+    """This machine and PID namespace: hostname, boot id and PID-namespace inode (so a container or a
+    cloned machine with the same hostname is another host)."""
+    def read(path: str, default: str) -> str:
+        try:
+            return os.readlink(path).strip("pid:[]") if path.startswith("/proc/self/ns") else Path(path).read_text()
+        except OSError:
+            return default
+
+    boot = read("/proc/sys/kernel/random/boot_id", "noboot").strip()[:8]
+    tag = f"{socket.gethostname()}.{boot}.{read('/proc/self/ns/pid', 'nons')}"
+    return _safe(tag).replace("@", "-").strip("-") or "host"
 
 
-def _writer_of(name: str) -> tuple[str, bool]:
-    """``(".tmp-<pid>@<host>--<id>.zarr")`` -> ("<pid>@<host>", whether that process is alive here)."""
+def _writer_of(name: str) -> tuple[str, bool, bool]:
+    """``.tmp-<pid>@<host>--<id>.zarr`` -> ("<pid>@<host>", written here, that process is alive)."""
     head = name[len(TMP_PREFIX):].split("--", 1)[0]
     pid, sep, host = head.partition("@")
     if not sep or not pid.isdigit():
-        return "", False
+        return "", False, False
     if host != _host():
-        return head, False
+        return head, False, False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        return head, False
+        return head, True, False
     except PermissionError:  # alive, owned by someone else
-        return head, True
-    return head, True
+        return head, True, True
+    return head, True, True
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._:" else "-" for c in str(name)).replace("--", "-")
+    """A name fit for a record id: letters, digits, ``._:`` and single dashes (ids split on ``--``)."""
+    cleaned = "".join(c if c.isalnum() or c in "._:" else "-" for c in str(name))
+    return re.sub("-{2,}", "-", cleaned).strip("-") or "unnamed"
 
 
 def _encodable(ds: xr.Dataset) -> xr.Dataset:
