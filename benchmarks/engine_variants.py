@@ -156,14 +156,16 @@ def main(rounds: int, compile_: bool) -> None:
     xs = torch.randn(8 * 512, 16, generator=torch.Generator().manual_seed(3))
     mm, mm_flops = matmuls_only(bank, flat, 512)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    replicates = int(max(trainer.targets.replicate_index)) + 1  # the teachers take one batch per replicate
+    x_rep, xs_rep = x.expand(replicates, -1, -1), xs.expand(replicates, -1, -1)
     variants = {
         "fused": lambda: fused(bank, flat, grads, x, target),
         "matmuls only": mm,
         "autograd": lambda: autograd(bank, leaves, x, target),
         "fused+bias-in-mm": lambda: fused_variant(bank, flat, grads, x, target, bias_in_mm=True),
         "fused+recompute": lambda: fused_variant(bank, flat, grads, x, target, recompute=True),
-        "teachers/step": lambda: trainer.targets.final_states(x),
-        "teachers/8 steps": lambda: trainer.targets.final_states(xs),  # divided by 8 below
+        "teachers/step": lambda: trainer.targets.final_states(x_rep),
+        "teachers/8 steps": lambda: trainer.targets.final_states(xs_rep),  # divided by 8 below
     }
     if compile_:
         for name, base in (("autograd, compiled", variants["autograd"]), ("fused, compiled", variants["fused"])):

@@ -121,3 +121,36 @@ def test_prefetched_targets_are_the_targets_of_their_batch():
     for _ in range(PREFETCH + 2):
         x, finals = tr.next_batch(state)
         np.testing.assert_allclose(finals.numpy(), tr.targets.final_states(x).numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_failed_student_is_frozen():
+    """Once marked failed, a student's parameters never change again (its learning rate is zero), even
+    though Adam's moments from earlier steps would still move them; the others keep training."""
+    tr, _ = trainer()
+    state = tr.init(0)
+    for _ in range(3):  # non-zero Adam moments for everyone
+        tr.step(state, *tr.next_batch(state))
+    victim = 5
+    state.failed[victim] = True
+    bank_index = next(k for k in range(len(tr.banks)) if tr.offsets[k] <= victim < tr.offsets[k + 1])
+    bank, local = tr.banks[bank_index], victim - tr.offsets[bank_index]
+    before = {name: p.clone() for name, p in bank.student_parameters(state.params[bank_index], local).items()}
+    others = state.params[bank_index].clone()
+    for _ in range(3):
+        tr.step(state, *tr.next_batch(state))
+    after = bank.student_parameters(state.params[bank_index], local)
+    assert all(torch.equal(before[name], after[name]) for name in before)
+    assert not torch.equal(others, state.params[bank_index])
+
+
+def test_a_half_length_student_runs_the_whole_schedule_compressed():
+    """The half-length students' schedule is the full one at half speed: constant for the same
+    fraction of *their* steps, ending at the same final fraction at their own last step."""
+    from resflow.sim import lr_multiplier
+
+    config = TrainConfig(steps=1000, constant_fraction=0.5, decay="geometric", final_lr_fraction=0.01)
+    half = 500
+    for step in range(half):
+        assert lr_multiplier(step, config, half) == pytest.approx(lr_multiplier(2 * step, config), rel=0.02, abs=1e-12)
+    assert lr_multiplier(half - 1, config, half) == pytest.approx(0.01)
+    assert lr_multiplier(249, config, half) == 1.0 and lr_multiplier(251, config, half) < 1.0
