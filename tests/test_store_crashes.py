@@ -35,7 +35,7 @@ while True:
     n = int(rng.integers(1, 200))
     ds = xr.Dataset({f"v{i}": (("x",), np.random.default_rng(seed + i).random(2000)) for i in range(n)},
                     attrs={"experiment": "crash", "loss": "mse", "seed": str(seed), "n": str(n)})
-    store.write(ds, kind="toy-run", name="crash")
+    store.write(ds, kind="probe", name="crash")  # a kind without a schema: these are not toy runs
 """
 
 
@@ -50,7 +50,7 @@ def test_random_kills_and_concurrent_writers_never_list_a_partial_record(tmp_pat
     store = Store.open(path, create=True)
     before = store.write(xr.Dataset({"a": (("x",), np.arange(3.0))}, attrs={"experiment": "x", "loss": "mse",
                                                                           "seed": "0", "n": "0"}),
-                         kind="toy-run", name="before")
+                         kind="probe", name="before")
     rng = random.Random(20261203)
     kills = 0
     for round_ in range(6):  # 6 rounds x 4 concurrent writers = 24 kills
