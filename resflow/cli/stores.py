@@ -15,12 +15,14 @@ app.add_typer(store_app, name="store")
 StorePath = Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")]
 
 
-def _print_leftovers(report, removed_label: str) -> None:
-    removed = set(report.removed)
+def _print_leftovers(report, removable_label: str, *, applied: bool = False) -> None:
+    """One line per leftover: what gc does (or did, ``applied``) with it, and why a kept one is kept."""
     for left in report.leftovers:
         who = f"writer {left.writer}" if left.writer else "writer unknown"
-        if left.path in removed or (left.removable and removed_label.startswith("removable")):
-            state = removed_label
+        if left.removable and applied and left.path not in report.removed:
+            state = "could not be removed (permissions?)"
+        elif left.removable:
+            state = removable_label
         elif left.writer_alive:
             state = "kept: its writer is running"
         else:
@@ -57,4 +59,4 @@ def gc(
         label = "would be removed" if dry_run else "removed"
         console.print(f"{store}: {len(report.removed)} leftovers {label}, {len(report.leftovers) - len(report.removed)}"
                       " kept", highlight=False)
-        _print_leftovers(report, label)
+        _print_leftovers(report, label, applied=not dry_run)

@@ -73,8 +73,7 @@ def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] 
                                decay="geometric", constant_fraction=0.5, final_lr_fraction=0.01)
     config = ExperimentConfig(experiment="smooth-vs-rough", width=width, teacher_depth=teacher_depth, depths=depths,
                               replicates=1, seed=seed, teacher_seed=seed, lengths=(1.0,), train=train_config)
-    teachers = {(t, 0): Teacher(config.teacher_config(t, 0)) for t in config.targets}
-    result = train(config.student_specs(), teachers, config.train, seed=seed)
+    result = train(config.student_specs(), config.teachers(), config.train, seed=seed)
     final = dict(zip(((spec.target, spec.depth) for spec in result.specs), result.final_batches.mean(axis=1),
                      strict=True))
     targets, ell = list(config.targets), np.array(config.depths, float)

@@ -22,7 +22,7 @@ from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
 from ..sim.block import StudentSpec
 from ..sim.config import TrainConfig
-from ..sim.teacher import TeacherConfig
+from ..sim.teacher import Teacher, TeacherConfig
 
 __all__ = ["ExperimentConfig", "config_keys", "parse_assignment"]
 
@@ -89,6 +89,10 @@ class ExperimentConfig:
         """The teacher of ``target`` in ``replicate`` (seed ``teacher_seed + replicate``)."""
         return TeacherConfig.from_spec(target, width=self.width, depth=self.teacher_depth, vocab=self.vocab,
                                        seed=self.teacher_seed + replicate)
+
+    def teachers(self) -> dict[tuple[str, int], Teacher]:
+        """Every teacher of the run, keyed ``(target, replicate)`` as :func:`resflow.sim.train` expects."""
+        return {(t, r): Teacher(self.teacher_config(t, r)) for t in self.targets for r in range(self.replicates)}
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)

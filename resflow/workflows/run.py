@@ -25,7 +25,6 @@ from ..experiments.registry import get_experiment
 from ..provenance import provenance
 from ..sim.engine import CHECKPOINT_NAME, train
 from ..sim.results import build_dataset
-from ..sim.teacher import Teacher
 from ..store import Store
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME"]
@@ -96,8 +95,7 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
         (run_dir / RUN_INFO).write_text(json.dumps({"config": json.loads(config.to_json())}, indent=1))
-    teachers = {(t, r): Teacher(config.teacher_config(t, r)) for t in config.targets for r in range(config.replicates)}
-    result = train(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
+    result = train(config.student_specs(), config.teachers(), config.train, seed=config.seed, run_dir=run_dir,
                    resume=resume, progress=progress, stop_after=stop_after, state_metrics=token_metrics)
     if result.steps_done < config.train.steps:
         return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=result.steps_done)
