@@ -70,7 +70,7 @@ def bad_law_value(low_ok=False, high=None):
 
 
 def bad_name(valid):
-    return st.one_of(st.none(), st.integers(), st.text(max_size=12).filter(lambda s: s not in valid))
+    return st.one_of(st.none(), st.integers(), st.text(max_size=12).filter(lambda s: s.strip() not in valid))
 
 
 def bad_tuple_of(element):
