@@ -32,15 +32,58 @@ expression (`resflow.laws.evaluate`), and tied to a simulation or an exact compu
 """
 
 
-def _module_doc(func) -> str:
-    module = inspect.getmodule(func)
-    doc = inspect.getdoc(module) or ""
-    # reST -> markdown: inline math roles to $...$, display math to $$...$$, cross-references to code
+_ROLE = re.compile(r":(?:mod|func|class|data|meth|attr|obj|exc):`~?([^`]*)`")
+_DISPLAY_INLINE = re.compile(r"^\.\. math:: (.*?)(?:\n\n|\Z)", re.S | re.M)
+_DISPLAY_BLOCK = re.compile(r"^\.\. math::\s*\n\n((?:[ \t]+.*\n?|\n)+)", re.M)
+
+
+def _simple_tables(doc: str) -> str:
+    """reST simple tables (``====  ====`` borders, a header row) -> Markdown pipe tables."""
+    lines = doc.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        border = lines[i]
+        if not re.fullmatch(r"=+(?: +=+)+ *", border):
+            out.append(border)
+            i += 1
+            continue
+        spans = [m.span() for m in re.finditer(r"=+", border)]
+        rows: list[list[str]] = []
+        n_borders, i = 1, i + 1
+        while i < len(lines) and n_borders < 3:
+            line = lines[i]
+            i += 1
+            if line.strip() and line.strip(" =") == "":
+                n_borders += 1
+                continue
+            # the last column runs to the end of the line
+            cells = [line[a:b].strip() for a, b in spans[:-1]] + [line[spans[-1][0]:].strip()]
+            if rows and not cells[0] and n_borders == 2:
+                rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], cells, strict=True)]
+            elif any(cells):
+                rows.append(cells)
+        if rows:
+            out.append("| " + " | ".join(rows[0]) + " |")
+            out.append("|" + "---|" * len(spans))
+            out.extend("| " + " | ".join(row) + " |" for row in rows[1:])
+    return "\n".join(out)
+
+
+def rest_to_markdown(doc: str) -> str:
+    """The reST our docstrings use (math roles and directives, cross-references, literals, simple
+    tables) as Markdown with ``$...$`` maths: for this page and for the docs site's API reference."""
+    doc = _simple_tables(doc)  # first: its columns are measured on the original text
     doc = re.sub(r":math:`([^`]*)`", r"$\1$", doc)
-    doc = re.sub(r":(?:mod|func|class|data):`~?([^`]*)`", r"`\1`", doc)
+    doc = _ROLE.sub(r"`\1`", doc)
     doc = re.sub(r"``([^`]*)``", r"`\1`", doc)
-    doc = re.sub(r"\.\. math:: (.*?)(?:\n\n|\Z)", lambda m: "$$\n" + m.group(1).strip() + "\n$$\n\n", doc, flags=re.S)
+    doc = _DISPLAY_BLOCK.sub(lambda m: "$$\n" + " ".join(m.group(1).split()) + "\n$$\n\n", doc)
+    doc = _DISPLAY_INLINE.sub(lambda m: "$$\n" + m.group(1).strip() + "\n$$\n\n", doc)
     return doc
+
+
+def _module_doc(func) -> str:
+    return rest_to_markdown(inspect.getdoc(inspect.getmodule(func)) or "")
 
 
 def render_markdown() -> str:

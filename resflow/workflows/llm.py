@@ -45,6 +45,8 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
                   progress: Callable[[str, int, int], None] | None = None) -> LLMFitResult:
     """Fit :math:`L(m, \\ell, D)` to a table and write the table and the fit into the store ``out``.
 
+    Nothing is written until every fit has finished: an interrupted call leaves the store as it was.
+
     Parameters
     ----------
     data : path, optional
@@ -59,8 +61,6 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
         Also fit with 0, 5, 10, 20, 30, 40, 60 points excluded.
     progress : callable, optional
         ``progress(stage, done, total)``.
-
-    Nothing is written until every fit has finished: an interrupted call leaves the store as it was.
     """
     settings = settings or ScalingFitSettings()
     report = progress or (lambda stage, done, total: None)
