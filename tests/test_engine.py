@@ -76,6 +76,17 @@ def test_resume_continues_exactly(tmp_path):
     assert np.array_equal(straight.final_batches, resumed.final_batches)
 
 
+def test_resuming_a_finished_run_reproduces_its_final_evaluation(tmp_path):
+    """A run killed after training but before its record was written resumes to the same numbers
+    (the last checkpoint precedes the final evaluation; found by the sweep's killed-client test)."""
+    specs, teachers, cfg = tiny_run(steps=100)  # not a multiple of checkpoint_every
+    straight = train(specs, teachers, cfg, seed=1, run_dir=tmp_path)
+    again = train(specs, teachers, cfg, seed=1, run_dir=tmp_path, resume=True)
+    assert again.steps_done == straight.steps_done == 100
+    assert np.array_equal(straight.test_loss, again.test_loss)
+    assert np.array_equal(straight.final_batches, again.final_batches)
+
+
 def test_resume_refuses_a_different_configuration(tmp_path):
     specs, teachers, cfg = tiny_run()
     train(specs, teachers, cfg, seed=1, run_dir=tmp_path, stop_after=40)

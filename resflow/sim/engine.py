@@ -351,7 +351,10 @@ def train(
                 state = trainer.step(state, *trainer.next_batch(state))
                 if progress is not None and (state.step % report_every == 0 or state.step == config.steps):
                     progress(state.step, config.steps, _summary(trainer.order, state))
-                if state.step % config.checkpoint_every == 0 or (stop_after is not None and state.step >= stop_after):
+                # the last checkpoint is the trained state *before* the final evaluation, so resuming a run
+                # killed after training (before its record was written) evaluates it exactly as it would have
+                if (state.step % config.checkpoint_every == 0 or state.step >= config.steps
+                        or (stop_after is not None and state.step >= stop_after)):
                     save()
                     if stop_after is not None and state.step >= stop_after:
                         break
@@ -364,7 +367,6 @@ def train(
         if finished:
             state.eval_steps.append(state.step)
             state.history.append(final_batches.mean(axis=1))
-            save()
         hidden = _hidden_metrics(trainer, state, state_metrics) if state_metrics is not None else {}
     return TrainingResult(
         specs=trainer.order, eval_steps=list(state.eval_steps), test_loss=np.stack(state.history, axis=1),

@@ -9,6 +9,7 @@ module         function                         command
 ``probe``      :func:`probe_models`             ``resflow probe``
 ``compare``    :func:`compare_stores`           ``resflow compare``
 ``demo``       :func:`run_flow_demo`            ``resflow demo``
+``sweep``      :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
 =============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), analysis
@@ -22,9 +23,10 @@ from .fit import RunFits, fit_store
 from .llm import LLMFitResult, fit_llm_table
 from .probe import ProbeRun, probe_models, probe_teacher
 from .run import ExperimentResult, find_resumable, run_experiment
+from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid, run_sweep
 
 __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
-    "run_flow_demo",
+    "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
 ]

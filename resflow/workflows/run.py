@@ -64,6 +64,23 @@ def find_resumable(store: Path | str, experiment: str) -> Path:
     return candidates[-1]
 
 
+def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: bool = False,
+                  progress: Callable[[int, int, dict[str, float]], None] | None = None,
+                  stop_after: int | None = None) -> tuple[int, xr.Dataset | None, dict[str, str]]:
+    """Train every student of ``config`` (checkpointing in ``run_dir``) and arrange the result as a dataset
+    with provenance: ``(steps done, dataset, provenance)``, the dataset None when ``stop_after`` stopped
+    it early.
+    Shared by :func:`run_experiment` and the sweep cells (:mod:`resflow.workflows.sweep`)."""
+    result = train(config.student_specs(), config.teachers(), config.train, seed=config.seed, run_dir=run_dir,
+                   resume=resume, progress=progress, stop_after=stop_after, state_metrics=token_metrics)
+    if result.steps_done < config.train.steps:
+        return result.steps_done, None, {}
+    prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
+    ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
+                       metric_labels=METRIC_LABELS)
+    return result.steps_done, ds, prov
+
+
 def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = False,
                    progress: Callable[[int, int, dict[str, float]], None] | None = None,
                    stop_after: int | None = None) -> ExperimentResult:
@@ -95,13 +112,10 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
         (run_dir / RUN_INFO).write_text(json.dumps({"config": json.loads(config.to_json())}, indent=1))
-    result = train(config.student_specs(), config.teachers(), config.train, seed=config.seed, run_dir=run_dir,
-                   resume=resume, progress=progress, stop_after=stop_after, state_metrics=token_metrics)
-    if result.steps_done < config.train.steps:
-        return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=result.steps_done)
-    prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
-    ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels=METRIC_LABELS)
+    steps_done, ds, prov = train_dataset(config, run_dir=run_dir, resume=resume, progress=progress,
+                                         stop_after=stop_after)
+    if ds is None:
+        return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=steps_done)
     record = store.write(ds, kind="toy-run", name=config.experiment)
     ds.attrs["store_record"] = record
     (run_dir / RECORD_NAME).write_text(record + "\n")
@@ -112,5 +126,5 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
     fit_record = store.write(fit_ds, kind="fit", name=config.experiment)
     (run_dir / FITS_NAME).write_text(json.dumps([f.to_json() for f in fits], indent=1))
     figure = save_figure(experiment.figure(ds, fits), run_dir / FIGURE_NAME, prov)
-    return ExperimentResult(config=config, work_dir=run_dir, finished=True, steps_done=result.steps_done,
+    return ExperimentResult(config=config, work_dir=run_dir, finished=True, steps_done=steps_done,
                             record=record, fit_record=fit_record, dataset=ds, fits=tuple(fits), figure=figure)
