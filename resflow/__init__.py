@@ -54,12 +54,13 @@ _EXPORTS: dict[str, str] = {
         "resflow.dynamics"),
     # noise along depth and ensembles
     **dict.fromkeys(
-        ("DepthCorrelation", "Equicorrelated", "Fractional", "parse_correlation", "fgn_autocovariance",
+        ("DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "parse_correlation", "fgn_autocovariance",
          "fgn_covariance", "sample_fgn", "FractionalBrownianPath", "NoisyEnsemble"),
         "resflow.noise"),
     # teachers, students, training
     **dict.fromkeys(
-        ("TEACHER_FAMILIES", "TeacherConfig", "Teacher", "StudentSpec", "TrainConfig", "train", "train_reference"),
+        ("TEACHER_FAMILIES", "TeacherConfig", "Teacher", "StudentSpec", "TrainConfig", "train", "train_reference",
+         "HierarchyConfig", "RandomHierarchyModel"),
         "resflow.sim"),
     # analysis
     **dict.fromkeys(("SeriesFit", "FitSettings", "fit_dataset", "ProbeResult", "token_metrics"), "resflow.analysis"),

@@ -82,7 +82,7 @@ def _call(name: str, what: str, values: dict[str, Any]):
 DOMAINS = {
     "L": (0.0, np.inf, False, True), "ell": (0.0, np.inf, False, True), "L_T": (0.0, np.inf, False, True),
     "sigma": (0.0, np.inf, False, True), "N": (0.0, np.inf, False, True), "T": (0.0, np.inf, False, True),
-    "rho": (0.0, 1.0, True, True), "H": (0.0, 1.0, False, False),
+    "rho": (0.0, 1.0, True, True), "H": (0.0, 1.0, False, False), "K": (0.0, np.inf, False, True),
 }
 
 
@@ -130,6 +130,7 @@ class LawRecord:
     parameters: tuple[str, ...]
     assumptions: str
     references: tuple[str, ...]
+    status: str = "derived"  # or "hypothesis": stated to be tested, not derived
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -145,7 +146,7 @@ def describe(name: str) -> LawRecord:
     return LawRecord(
         name=d.name, title=d.title, expression=sp.sstr(d.expression), latex=sp.latex(d.expression),
         exponent=None if d.exponent is None else sp.sstr(d.exponent), parameters=tuple(parameters(name)),
-        assumptions=d.assumptions, references=tuple(d.references),
+        assumptions=d.assumptions, references=tuple(d.references), status=d.status,
     )
 
 

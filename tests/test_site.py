@@ -151,3 +151,13 @@ def test_page_renders_with_its_figures_and_no_errors(name, browser, server):
     assert all(area > 0 for area in boxes), "a formula was not laid out (zero-sized box)"
     assert check.landmark in text
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_no_rest_markup_is_left_in_the_api_reference(site):
+    """Docstrings are reST; every page of the reference must show them converted (maths, roles)."""
+    pages = sorted((site / "reference").glob("*.html"))
+    assert len(pages) >= 10
+    for page in pages:
+        text = page.read_text()
+        for raw in (":math:", ":class:", ":func:", ":mod:", ".. math::", "``"):
+            assert raw not in text, f"{page.name}: {raw} left as written"

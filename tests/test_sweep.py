@@ -69,7 +69,9 @@ def test_a_plan_has_one_cell_per_grid_point_and_replicate():
     cell = next(c for c in cells if c.replicate == 2 and dict(c.point)["targets"] == "tied")
     config = cell.config(base)
     assert config.replicates == 1 and config.targets == ("tied",)
-    assert (config.teacher_seed, config.seed) == (base.teacher_seed + 2, base.seed + 2)  # replicate 2's own
+    assert list(config.replicate_ids) == [2]  # replicate 2's teachers, data and initialisations
+    assert [s.replicate for s in config.student_specs()] == [2] * len(config.student_specs())
+    assert list(config.teachers()) == [("tied", 2)]
     assert p.sweep_id == plan(grid=("train.lr_base=0.01,0.02", "targets=tied,independent"), replicates=3).sweep_id
     assert p.sweep_id != plan(replicates=3).sweep_id
 
@@ -109,6 +111,26 @@ def test_each_cell_is_one_record_and_a_points_cells_merge_into_a_fittable_run(tm
     assert again.complete and again.ran == 0 and len(store.records(kind="toy-run")) == 4
     with pytest.raises(ResflowError, match="no store"):
         run_sweep(plan(), out=tmp_path / "other", workers=0, resume=True)
+
+
+def test_a_grid_points_cells_are_the_replicates_of_the_batched_run(tmp_path):
+    """A cell is replicate r of the batched run (its teachers, data and student initialisations)."""
+    import torch
+
+    from resflow.workflows.run import train_dataset
+
+    p = plan(grid=("train.lr_base=0.01",))
+    result = run_sweep(p, out=tmp_path / "s", workers=0, threads=1)
+    merged = Store.open(tmp_path / "s").merge(list(result.records.values()))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _, batched, _ = train_dataset(p.base_config().with_overrides(["train.lr_base=0.01"]), run_dir=None)
+    finally:
+        torch.set_num_threads(threads)
+    assert list(merged["replicate"].values) == list(batched["replicate"].values) == [0, 1]
+    for name in ("final_loss", "test_loss", "update_angle"):
+        np.testing.assert_allclose(merged[name].values, batched[name].values, rtol=1e-5, err_msg=name)
 
 
 # ---------------------------------------------------------------- distributed, with faults

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import accumulation, discretisation, ensemble, finite_teacher, kl, llm_scaling, roughness, taylor_matching
+from . import (
+    accumulation,
+    compositional,
+    discretisation,
+    ensemble,
+    finite_teacher,
+    kl,
+    llm_scaling,
+    roughness,
+    taylor_matching,
+)
 from ._law import Derivation
 
 __all__ = ["Derivation", "LAWS"]
@@ -23,6 +33,9 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "accumulation-incoherent": accumulation.derive_incoherent,
     "accumulation-equicorrelated": accumulation.derive_equicorrelated,
     "accumulation-fractional": accumulation.derive_fractional,
+    "accumulation-grouped": compositional.derive_grouped,
+    "compositional-threshold": compositional.derive_threshold,
+    "compositional-composition": compositional.derive_composition,
     "ensemble-equicorrelated": ensemble.derive_equicorrelated,
     "ensemble-fractional": ensemble.derive_fractional,
     "finite-teacher-ensemble": finite_teacher.derive_ensemble,

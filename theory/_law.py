@@ -31,6 +31,8 @@ class Derivation:
     references : tuple of str
     steps : tuple of (str, sympy.Basic)
         Intermediate results, for the generated documentation.
+    status : {"derived", "hypothesis"}
+        ``"hypothesis"`` marks a law stated (to be tested) rather than derived.
     """
 
     name: str
@@ -41,6 +43,11 @@ class Derivation:
     assumptions: str
     references: tuple[str, ...] = ()
     steps: tuple[tuple[str, sp.Basic], ...] = field(default=())
+    status: str = "derived"
+
+    def __post_init__(self) -> None:
+        if self.status not in ("derived", "hypothesis"):
+            raise ValueError(f"status must be 'derived' or 'hypothesis'; got {self.status!r}")
 
     @property
     def target(self) -> sp.Basic:

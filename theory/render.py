@@ -92,6 +92,8 @@ def render_markdown() -> str:
     for name, derive in LAWS.items():
         d = derive()
         parts.append(f"\n## `{name}`: {d.title}\n")
+        if d.status == "hypothesis":
+            parts.append("\n**Status: hypothesis** — stated to be tested against simulation, not derived.\n\n")
         module = inspect.getmodule(derive).__name__
         if module not in seen_modules:
             seen_modules.add(module)

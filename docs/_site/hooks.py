@@ -85,11 +85,12 @@ def mathml(match: re.Match) -> str:
     inline, block = match.groups()
     latex = unescape(inline if inline is not None else block).strip()
     try:
-        if inline is not None:
-            return latex_to_mathml(latex, display="inline")
-        return f'<div class="arithmatex">{latex_to_mathml(latex, display="block")}</div>'  # scrolls if wide
+        converted = latex_to_mathml(latex, display="inline" if inline is not None else "block")
     except Exception as error:  # noqa: BLE001 - reported with the formula, and the build stops
         raise RuntimeError(f"latex2mathml cannot convert {latex!r}: {error}") from error
+    if "<mi>\\" in converted or "<mo>\\" in converted:  # an unknown command is kept as text, not refused
+        raise RuntimeError(f"latex2mathml does not know a command in {latex!r}: {converted}")
+    return converted if inline is not None else f'<div class="arithmatex">{converted}</div>'  # scrolls if wide
 
 
 def on_page_content(html: str, page, config, files) -> str:

@@ -15,3 +15,7 @@ class ReSTToMarkdown(griffe.Extension):
     def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is not None:
             obj.docstring.value = rest_to_markdown(obj.docstring.value)
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """Packages are not visited by ``on_object``: convert their docstrings here."""
+        self.on_object(obj=pkg)

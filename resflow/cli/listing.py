@@ -53,7 +53,8 @@ def theory(
             for n in selected:
                 record = laws.describe(n)
                 text = record.exponent or "-"
-                table.add_row(n, record.title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
+                title = record.title if record.status == "derived" else f"[yellow](hypothesis)[/] {record.title}"
+                table.add_row(n, title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
             console.print(table)
             return
         for n in selected:
@@ -62,7 +63,8 @@ def theory(
                 typer.echo(f"% {n}: {d.title}\n{sp.latex(d.expression)}")
                 continue
             console.rule(f"[bold]{n}")
-            console.print(d.title, highlight=False)
+            console.print(d.title + ("" if d.status == "derived" else "  [yellow](hypothesis, not derived)[/]"),
+                          highlight=False)
             typer.echo(sp.pretty(d.expression, use_unicode=True))
             for label, step in d.steps:
                 console.print(f"[dim]{label}:[/]", highlight=False)

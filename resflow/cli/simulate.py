@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -248,9 +249,13 @@ def sweep(
         n_cells = len(plan.cells())
         where = scheduler or (f"{workers} local worker process(es)" if workers else "this process")
         err_console.print(f"sweep {plan.sweep_id}: {n_cells} cells on {where}", highlight=False)
-        rerun = (f"resflow sweep {experiment} --preset {preset}" + "".join(f" --grid {g}" for g in grid or [])
-                 + "".join(f" --set {s}" for s in set_ or []) + (f" --replicates {replicates}" if replicates else "")
-                 + "".join(f" --resources {r}" for r in resources or []) + f" --out {out} --resume")
+        rerun = shlex.join(
+            ["resflow", "sweep", experiment, "--preset", preset, *[a for g in grid or [] for a in ("--grid", g)],
+             *[a for item in set_ or [] for a in ("--set", item)],
+             *(["--replicates", str(replicates)] if replicates else []),
+             *[a for r in resources or [] for a in ("--resources", r)],
+             *(["--scheduler", scheduler] if scheduler else ["--workers", str(workers)]),
+             *(["--threads", str(threads)] if threads else []), "--out", str(out), "--resume"])
         with interruptible(f"finished cells are in the store; continue with `{rerun}`"), \
                 progress_bar("cells", n_cells) as update:
             result = run_sweep(plan, out=out, workers=workers, scheduler=scheduler, threads=threads,

@@ -31,14 +31,17 @@ __all__ = ["ExperimentConfig", "config_keys", "parse_assignment"]
 class ExperimentConfig:
     """Everything that defines a run: teachers, students, training.
 
-    ``targets`` are teacher specs (``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``);
+    ``targets`` are teacher specs (``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``,
+    ``grouped:4``);
     every target gets students of every ``depth`` x ``scheme`` x replicate x temperature (KL) x
     length.  A **replicate** ``r`` has its own teachers (seed ``teacher_seed + r``, shared by the
     targets so comparisons stay paired), its own data stream (seed ``seed + r``) and its own student
-    initialisations.  ``lengths`` are training lengths as fractions of ``train.steps``: ``(0.5, 1)``
-    adds a copy of every student trained half as long, which the convergence verdict compares
-    (:mod:`resflow.analysis.verdict`).  ``experiment`` names the registered experiment that draws
-    the figure (:func:`resflow.experiments.registered`).
+    initialisations; the replicates are numbered ``first_replicate ... first_replicate + replicates - 1``
+    (a sweep cell is one replicate of a larger run: ``replicates=1, first_replicate=r``).  ``lengths``
+    are training lengths as fractions of ``train.steps``: ``(0.5, 1)`` adds a copy of every student
+    trained half as long, which the convergence verdict compares (:mod:`resflow.analysis.verdict`).
+    ``experiment`` names the registered experiment that draws the figure
+    (:func:`resflow.experiments.registered`).
     """
 
     experiment: str
@@ -51,6 +54,7 @@ class ExperimentConfig:
     schemes: tuple[str, ...] = ("euler",)
     replicates: int = 3
     seed: int = 0
+    first_replicate: int = 0
     lengths: tuple[float, ...] = (0.5, 1.0)
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -59,7 +63,7 @@ class ExperimentConfig:
             raise ConfigError(f"experiment must be a registered experiment name; got {self.experiment!r}.")
         for name in ("width", "teacher_depth", "vocab", "replicates"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
-        for name in ("teacher_seed", "seed"):
+        for name in ("teacher_seed", "seed", "first_replicate"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
         for name, example in (("depths", "(2, 4, 8)"), ("schemes", "('euler',)"), ("targets", "('independent',)"),
                               ("lengths", "(0.5, 1.0)")):
@@ -92,12 +96,17 @@ class ExperimentConfig:
 
     def teachers(self) -> dict[tuple[str, int], Teacher]:
         """Every teacher of the run, keyed ``(target, replicate)`` as :func:`resflow.sim.train` expects."""
-        return {(t, r): Teacher(self.teacher_config(t, r)) for t in self.targets for r in range(self.replicates)}
+        return {(t, r): Teacher(self.teacher_config(t, r)) for t in self.targets for r in self.replicate_ids}
+
+    @property
+    def replicate_ids(self) -> range:
+        """The replicates of this run: ``first_replicate``, ..., ``first_replicate + replicates - 1``."""
+        return range(self.first_replicate, self.first_replicate + self.replicates)
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
         return [StudentSpec(t, s, d, r, temp, length) for t in self.targets for s in self.schemes
-                for d in self.depths for r in range(self.replicates) for temp in temps for length in self.lengths]
+                for d in self.depths for r in self.replicate_ids for temp in temps for length in self.lengths]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

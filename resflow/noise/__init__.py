@@ -4,7 +4,7 @@
 module             what it holds
 =================  ==========================================================================
 ``fgn``            fractional Gaussian noise (exact samplers), fractional Brownian paths
-``correlation``    :class:`DepthCorrelation` objects (equicorrelated, fractional) shared by
+``correlation``    :class:`DepthCorrelation` objects (equicorrelated, fractional, grouped) shared by
                    ensembles and teachers
 ``ensemble``       :class:`NoisyEnsemble`: a residual network read as an average of noisy layers
 =================  ==========================================================================
@@ -12,11 +12,11 @@ module             what it holds
 Depends on torch only; independent of :mod:`resflow.dynamics`.
 """
 
-from .correlation import DepthCorrelation, Equicorrelated, Fractional, parse_correlation
+from .correlation import DepthCorrelation, Equicorrelated, Fractional, Grouped, group_of, parse_correlation
 from .ensemble import NoisyEnsemble
 from .fgn import FGN_METHODS, FractionalBrownianPath, fgn_autocovariance, fgn_covariance, sample_fgn
 
 __all__ = [
-    "DepthCorrelation", "Equicorrelated", "Fractional", "parse_correlation", "NoisyEnsemble",
+    "DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "group_of", "parse_correlation", "NoisyEnsemble",
     "FGN_METHODS", "FractionalBrownianPath", "fgn_autocovariance", "fgn_covariance", "sample_fgn",
 ]

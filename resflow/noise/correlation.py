@@ -9,6 +9,9 @@ depth (ensemble members, or one weight entry across the layers of a teacher):
   random-walk-like target); :math:`\rho = 1` is one shared value (tied weights: a smooth ODE).
 * :class:`Fractional` (:math:`H`): fractional Gaussian noise along depth
   (:mod:`resflow.fgn`); :math:`H = 1/2` is i.i.d., :math:`H \to 1` smooth.
+* :class:`Grouped` (:math:`K, \rho`): :math:`K` contiguous groups of layers, equicorrelated with
+  :math:`\rho` within a group and independent between groups: the "functional groups" picture,
+  :math:`K` distinct maps each used by a run of similar layers (:math:`\rho = 1`: tied within).
 
 Both expose the exact covariance matrix, used by the theory and by the tests.
 """
@@ -25,7 +28,7 @@ from .._validate import check_choice, check_int, check_real
 from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
 from .fgn import FGN_METHODS, fgn_covariance, sample_fgn
 
-__all__ = ["DepthCorrelation", "Equicorrelated", "Fractional", "parse_correlation"]
+__all__ = ["DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "group_of", "parse_correlation"]
 
 
 class DepthCorrelation(ABC):
@@ -135,13 +138,73 @@ class Fractional(DepthCorrelation):
         return torch.movedim(z, -1, 0)
 
 
+def group_of(n: int, groups: int) -> torch.Tensor:
+    """The group of each of ``n`` layers split into ``groups`` contiguous runs of near-equal length
+    (layer ``i`` is in group ``floor(i * groups / n)``)."""
+    n = check_int("n", n, minimum=1)
+    groups = check_int("groups", groups, minimum=1)
+    if groups > n:
+        raise ConfigError(f"groups ({groups}) cannot exceed the number of layers ({n}).")
+    return torch.arange(n) * groups // n
+
+
+@dataclass(frozen=True)
+class Grouped(DepthCorrelation):
+    r""":math:`K` contiguous groups (:func:`group_of`), equicorrelated with :math:`\rho` within a group
+    and independent between groups: :math:`z_i = \sqrt\rho\, s_{g(i)} + \sqrt{1-\rho}\, e_i`.
+
+    ``Grouped(1, rho)`` is ``Equicorrelated(rho)`` and draws the same values from the same seed;
+    ``Grouped(n, rho)`` on ``n`` layers is i.i.d.  The shared draws (one per group) are taken first,
+    then the own draws, as in :class:`Equicorrelated`.
+    """
+
+    groups: int = 1
+    rho: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", check_int("groups", self.groups, minimum=1))
+        object.__setattr__(
+            self, "rho", check_real("rho", self.rho, low=0.0, high=1.0, hint="1 is tied within each group.")
+        )
+
+    @property
+    def label(self) -> str:
+        return f"grouped:{self.groups}" + ("" if self.rho == 1.0 else f":{self.rho:g}")
+
+    def covariance(self, n: int) -> torch.Tensor:
+        g = group_of(n, self.groups)
+        same = (g[:, None] == g[None, :]).to(torch.float64)
+        cov = self.rho * same
+        cov.fill_diagonal_(1.0)
+        return cov
+
+    def sample(self, n, size=(), *, seed=None, base="gaussian", dtype=torch.float64):
+        g = group_of(n, self.groups)
+        base = check_choice("base", base, ("gaussian", "uniform"))
+        gen = as_generator(seed)
+        shared = unit_draw((self.groups, *size), gen, base, dtype)
+        own = unit_draw((n, *size), gen, base, dtype)
+        if self.rho == 0.0:
+            return own
+        if self.rho == 1.0:
+            return shared[g].clone()
+        return self.rho**0.5 * shared[g] + (1.0 - self.rho) ** 0.5 * own
+
+
 def parse_correlation(spec: str) -> DepthCorrelation:
-    """Parse ``"iid"``, ``"independent"``, ``"tied"``, ``"correlated:RHO"`` or ``"fractional:H"``."""
+    """Parse ``"iid"``, ``"independent"``, ``"tied"``, ``"correlated:RHO"``, ``"fractional:H"``,
+    ``"grouped:K"`` (tied within each of K groups) or ``"grouped:K:RHO"``."""
     if isinstance(spec, DepthCorrelation):
         return spec
     if not isinstance(spec, str):
         raise ConfigError(f"correlation must be a string such as 'correlated:0.9'; got {spec!r}.")
     name, _, arg = spec.partition(":")
+    if name == "grouped" and arg:
+        k, _, r = arg.partition(":")
+        try:
+            return Grouped(int(k), float(r) if r else 1.0)
+        except ValueError as exc:
+            raise ConfigError(f"correlation {spec!r}: use grouped:K or grouped:K:RHO with K an integer.") from exc
     if name in ("iid", "independent") and not arg:
         return Equicorrelated(0.0)
     if name == "tied" and not arg:
@@ -154,5 +217,5 @@ def parse_correlation(spec: str) -> DepthCorrelation:
         return Equicorrelated(value) if name != "fractional" else Fractional(value)
     raise UnknownNameError(
         f"unknown correlation {spec!r}; use 'iid', 'independent', 'tied', 'correlated:RHO' "
-        "(0 <= RHO <= 1) or 'fractional:H' (0 < H < 1)."
+        "(0 <= RHO <= 1), 'fractional:H' (0 < H < 1) or 'grouped:K[:RHO]'."
     )

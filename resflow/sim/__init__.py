@@ -4,6 +4,7 @@
 module              what it holds
 ==================  ========================================================================
 ``teacher``         :class:`Teacher`, :class:`TeacherConfig`: target functions of tunable roughness
+``hierarchy``       :class:`RandomHierarchyModel`: discrete data with a known hierarchy depth
 ``block``           the student, defined once: :class:`StudentSpec`, its block, init and losses
 ``config``          :class:`TrainConfig` (the training recipe as data) and the lr schedule
 ``kernels``         the block and losses for many students at once, with hand-derived gradients
@@ -26,6 +27,7 @@ from .bench import BenchRow, PrecisionCheck, precision_check, run_bench, write_b
 from .block import StudentSpec, init_student, kl_loss, mse_loss, student_block, student_forward, student_logits
 from .config import TrainConfig, lr_multiplier, student_lr
 from .engine import Trainer, train
+from .hierarchy import HierarchyConfig, RandomHierarchyModel
 from .reference_loop import train_reference
 from .results import TrainingResult, build_dataset
 from .state import TrainState
@@ -35,5 +37,5 @@ __all__ = [
     "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "init_student", "student_block",
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
-    "write_bench_json", "PrecisionCheck", "precision_check",
+    "write_bench_json", "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
 ]

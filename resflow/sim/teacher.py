@@ -13,6 +13,8 @@ independent     every layer drawn separately                    rough target (en
 tied            all layers share one draw                       Euler steps of a smooth ODE
 correlated(ρ)   :math:`\sqrt\rho\,\text{shared} + \sqrt{1-\rho}\,\text{own}`   interpolates; ρ=0, 1 are the above
 fractional(H)   fGn along depth (increments of fBm)             H=1/2 i.i.d., H→1 smooth
+grouped(K, ρ)   K contiguous groups: correlated ρ within, own   K functional groups (composition
+                draws between (ρ = 1: tied within a group)      of K maps); K=1 is correlated(ρ)
 ==============  ==============================================  ================================
 
 Each entry keeps the marginal variance of PyTorch's default initialisation in every family.
@@ -40,11 +42,11 @@ from ..dynamics.fields import MLPField, mlp_init_std, mlp_parameter_shapes, rmsn
 from ..dynamics.stack import ResidualStack
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
-from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional
+from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional, Grouped
 
 __all__ = ["TEACHER_FAMILIES", "TeacherConfig", "Teacher"]
 
-TEACHER_FAMILIES = ("independent", "tied", "correlated", "fractional")
+TEACHER_FAMILIES = ("independent", "tied", "correlated", "fractional", "grouped")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class TeacherConfig:
 
     Parameters
     ----------
-    family : {"independent", "tied", "correlated", "fractional"}
+    family : {"independent", "tied", "correlated", "fractional", "grouped"}
     width : int
         Residual width :math:`d` (study: 32).
     depth : int
@@ -63,7 +65,10 @@ class TeacherConfig:
     vocab : int
         Size of the output vocabulary of :meth:`Teacher.logits` (study: 128).
     rho : float, optional
-        Layer correlation :math:`\\rho \\in [0, 1]`; required for (and only for) ``correlated``.
+        Layer correlation :math:`\\rho \\in [0, 1]`; required for ``correlated``; for ``grouped`` the
+        correlation within a group (default 1: tied within each group).
+    groups : int, optional
+        Number of groups :math:`K \\le L`; required for (and only for) ``grouped``.
     hurst : float, optional
         Hurst index :math:`H \\in (0, 1)`; required for (and only for) ``fractional``.
     init : {"uniform", "gaussian"}
@@ -84,6 +89,7 @@ class TeacherConfig:
     vocab: int = 128
     rho: float | None = None
     hurst: float | None = None
+    groups: int | None = None
     init: str = "uniform"
     branch_scale: float | None = None
     scheme: str = "euler"
@@ -105,10 +111,20 @@ class TeacherConfig:
                     "the 'correlated' family needs rho in [0, 1], e.g. TeacherConfig('correlated', rho=0.9)."
                 )
             set_("rho", check_real("rho", self.rho, low=0.0, high=1.0))
+        elif self.family == "grouped":
+            if self.groups is None:
+                raise ConfigError("the 'grouped' family needs groups (K), e.g. TeacherConfig('grouped', groups=4).")
+            set_("groups", check_int("groups", self.groups, minimum=1))
+            if self.groups > self.depth:
+                raise ConfigError(f"groups ({self.groups}) cannot exceed the teacher's depth ({self.depth}).")
+            set_("rho", 1.0 if self.rho is None else check_real("rho", self.rho, low=0.0, high=1.0))
         elif self.rho is not None:
             raise IncompatibleOptionsError(
-                f"rho is only for family='correlated'; got rho={self.rho!r} with family={self.family!r}."
+                f"rho is only for family='correlated' or 'grouped'; got rho={self.rho!r} with family={self.family!r}."
             )
+        if self.family != "grouped" and self.groups is not None:
+            raise IncompatibleOptionsError(
+                f"groups is only for family='grouped'; got groups={self.groups!r} with family={self.family!r}.")
         if self.family == "fractional":
             if self.hurst is None:
                 raise ConfigError(
@@ -135,12 +151,16 @@ class TeacherConfig:
         """How each weight entry is correlated across layers."""
         if self.family == "fractional":
             return Fractional(self.hurst)
+        if self.family == "grouped":
+            return Grouped(self.groups, self.rho)
         rho = {"independent": 0.0, "tied": 1.0}.get(self.family, self.rho)
         return Equicorrelated(rho)
 
     @property
     def label(self) -> str:
-        """Short spec: ``independent``, ``tied``, ``correlated:0.9`` or ``fractional:0.75``."""
+        """Short spec: ``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``, ``grouped:4``."""
+        if self.family == "grouped":
+            return self.correlation.label
         if self.family == "correlated":
             return f"correlated:{self.rho:g}"
         if self.family == "fractional":
@@ -164,16 +184,25 @@ class TeacherConfig:
 
     @classmethod
     def from_spec(cls, spec: str, **overrides: Any) -> TeacherConfig:
-        """Parse ``"independent"``, ``"tied"``, ``"correlated:RHO"`` or ``"fractional:H"``.
+        """Parse ``"independent"``, ``"tied"``, ``"correlated:RHO"``, ``"fractional:H"``, ``"grouped:K"``
+        or ``"grouped:K:RHO"``.
 
         A fractional spec defaults to ``init="gaussian"``.
         """
         if not isinstance(spec, str):
             raise ConfigError(f"teacher spec must be a string such as 'correlated:0.9'; got {spec!r}.")
         family, _, arg = spec.partition(":")
-        if family not in TEACHER_FAMILIES or (family in ("correlated", "fractional")) != bool(arg):
+        if family == "grouped" and arg:
+            k, _, r = arg.partition(":")
+            try:
+                values = {"family": "grouped", "groups": int(k), **({"rho": float(r)} if r else {})}
+            except ValueError as exc:
+                raise ConfigError(f"teacher spec {spec!r}: use grouped:K or grouped:K:RHO (K an integer).") from exc
+            return cls.from_dict({**values, **overrides})
+        if family not in TEACHER_FAMILIES or (family in ("correlated", "fractional", "grouped")) != bool(arg):
             raise UnknownNameError(
-                f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO' or 'fractional:H'."
+                f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO', 'fractional:H' or "
+                "'grouped:K[:RHO]'."
             )
         values: dict[str, Any] = {"family": family}
         if arg:

@@ -9,6 +9,7 @@ guarantees: ``docs/design/sweeps.md``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -49,10 +50,15 @@ class SweepCell:
         return " ".join([f"{k}={v}" for k, v in self.point] + [f"replicate={self.replicate}"])
 
     def config(self, base: ExperimentConfig) -> ExperimentConfig:
-        """The base config at this point, reduced to this replicate (its own teachers and data)."""
+        """The base config at this point, reduced to replicate ``r``: its teachers, data and student
+        initialisations are those of replicate ``r`` of the batched run."""
         config = base.with_overrides([f"{k}={v}" for k, v in self.point])
-        return dataclasses.replace(config, replicates=1, teacher_seed=config.teacher_seed + self.replicate,
-                                   seed=config.seed + self.replicate)
+        return dataclasses.replace(config, replicates=1, first_replicate=config.first_replicate + self.replicate)
+
+    @property
+    def digest(self) -> str:
+        """A short hash of :attr:`key`: dask task keys and work-directory names."""
+        return hashlib.sha256(self.key.encode()).hexdigest()[:12]
 
 
 def parse_grid(items: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -150,23 +156,26 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
     from ..sim.engine import CHECKPOINT_NAME
     from .run import train_dataset
 
-    if threads:
-        torch.set_num_threads(threads)
     store = Store.open(store_path)
-    work = store.path / "work" / f"sweep-{sweep_id}" / "".join(c if c.isalnum() or c in "._=-" else "_"
-                                                                for c in cell.key)
+    readable = "".join(c if c.isalnum() or c in "._=-" else "_" for c in cell.key)[:80]
+    work = store.path / "work" / f"sweep-{sweep_id}" / f"{readable}-{cell.digest}"
     work.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(work / "cell.lock")):
-        if existing := done_cells(store, sweep_id).get(cell.key):
-            return existing
-        config = cell.config(base)
-        _, ds, _ = train_dataset(config, run_dir=work, resume=(work / CHECKPOINT_NAME).exists())
-        if bool(np.all(ds["failed"].values)):
-            reasons = sorted({str(r) for r in np.ravel(ds["fail_reason"].values) if str(r)})
-            raise SweepCellError(f"every student diverged ({'; '.join(reasons) or 'non-finite loss'}).")
-        ds = ds.assign_coords(replicate=[cell.replicate])
-        ds.attrs.update(sweep=sweep_id, sweep_cell=cell.key, sweep_point=json.dumps(dict(cell.point)))
-        return store.write(ds, kind="toy-run", name=base.experiment)
+    threads_before = torch.get_num_threads()
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        with FileLock(str(work / "cell.lock")):
+            if existing := done_cells(store, sweep_id).get(cell.key):
+                return existing
+            config = cell.config(base)
+            _, ds, _ = train_dataset(config, run_dir=work, resume=(work / CHECKPOINT_NAME).exists())
+            if bool(np.all(ds["failed"].values)):
+                reasons = sorted({str(r) for r in np.ravel(ds["fail_reason"].values) if str(r)})
+                raise SweepCellError(f"every student diverged ({'; '.join(reasons) or 'non-finite loss'}).")
+            ds.attrs.update(sweep=sweep_id, sweep_cell=cell.key, sweep_point=json.dumps(dict(cell.point)))
+            return store.write(ds, kind="toy-run", name=base.experiment)
+    finally:
+        torch.set_num_threads(threads_before)  # a serial sweep leaves the caller's setting as it was
 
 
 # ---------------------------------------------------------------- the manifest and the truth
@@ -184,7 +193,8 @@ def load_manifest(store: str | Path | Store, sweep_id: str) -> dict:
         raise ConfigError(f"no sweep {sweep_id!r} in {store.path}; run it without --resume first.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"the sweep manifest {path} is corrupt ({exc}); its cells are safe as records: move "
-                          "the file away and rerun the same command with --resume.") from None
+                          "the file away and rerun the same command without --resume (cells with a record are "
+                          "not run again).") from None
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
         raise ConfigError(f"{path} is not a resflow sweep manifest.")
     return manifest
@@ -256,73 +266,103 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
     sweep_id = plan.sweep_id
     if resume:
         store = Store.open(out)
-        load_manifest(store, sweep_id)
+        saved = load_manifest(store, sweep_id)
+        if saved.get("config") != json.loads(base.to_json()):
+            raise ConfigError(f"sweep {sweep_id} in {store.path} was started with a different configuration (the "
+                              "preset changed since, e.g. with a resflow upgrade); finish it with the resflow that "
+                              "started it, or run it into another --out.")
     else:
         store = Store.open(out, create=True)
         if _manifest_path(store, sweep_id).exists():
             raise ConfigError(f"sweep {sweep_id} already exists in {store.path}; pass --resume to finish it, or "
                               "choose another --out.")
-    manifest = {"schema": MANIFEST_SCHEMA, "version": 1, "sweep": sweep_id, "plan": plan.to_dict(),
-                "config": json.loads(base.to_json()), "cells": [c.key for c in cells], "done": {}, "failed": {}}
-    records = {k: v for k, v in done_cells(store, sweep_id).items() if k in manifest["cells"]}
-    manifest["done"] = dict(records)
-    path = _write_manifest(store, sweep_id, manifest)
+    records = {k: v for k, v in done_cells(store, sweep_id).items() if k in {c.key for c in cells}}
     todo = [c for c in cells if c.key not in records]
     failed: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        # connect first: a scheduler that cannot be reached leaves no manifest behind
+        client = (stack.enter_context(_dask_client(workers=max(workers, 1), scheduler=scheduler,
+                                                   resources=resources))
+                  if todo and (workers > 0 or scheduler is not None) else None)
+        manifest = {"schema": MANIFEST_SCHEMA, "version": 1, "sweep": sweep_id, "plan": plan.to_dict(),
+                    "config": json.loads(base.to_json()), "cells": [c.key for c in cells], "done": dict(records),
+                    "failed": {}}
+        path = _write_manifest(store, sweep_id, manifest)
 
-    def finished(cell: SweepCell, record: str | None, error: BaseException | None) -> None:
-        if error is None:
-            records[cell.key] = record
-            manifest["done"][cell.key] = record
-            manifest["failed"].pop(cell.key, None)
-        else:
-            failed[cell.key] = f"{type(error).__name__}: {error}"
-            manifest["failed"][cell.key] = failed[cell.key]
-        _write_manifest(store, sweep_id, manifest)
-        if progress:
-            progress(len(records) + len(failed), len(cells), cell.key, error is None)
-
-    if todo and workers == 0 and scheduler is None:
-        for cell in todo:
-            try:
-                record = run_cell(str(store.path), sweep_id, cell, base, threads)
-            except Exception as exc:  # noqa: BLE001 - a cell's failure is reported, the others go on
-                finished(cell, None, exc)
+        def finished(cell: SweepCell, record: str | None, error: BaseException | None) -> None:
+            if error is None:
+                records[cell.key] = record
+                manifest["done"][cell.key] = record
+                manifest["failed"].pop(cell.key, None)
             else:
-                finished(cell, record, None)
-    elif todo:
-        _run_on_dask(todo, store, sweep_id, base, workers=max(workers, 1), scheduler=scheduler, threads=threads,
-                     resources=resources, finished=finished)
+                failed[cell.key] = f"{type(error).__name__}: {error}"
+                manifest["failed"][cell.key] = failed[cell.key]
+            _write_manifest(store, sweep_id, manifest)
+            if progress:
+                progress(len(records) + len(failed), len(cells), cell.key, error is None)
+
+        if client is None:
+            for cell in todo:
+                try:
+                    record = run_cell(str(store.path), sweep_id, cell, base, threads)
+                except Exception as exc:  # noqa: BLE001 - a cell's failure is reported, the others go on
+                    finished(cell, None, exc)
+                else:
+                    finished(cell, record, None)
+        else:
+            _submit_all(client, todo, store, sweep_id, base, threads=threads, resources=resources, finished=finished)
     return SweepResult(plan=plan, sweep_id=sweep_id, manifest=path, cells=tuple(c.key for c in cells),
                        records=records, failed=failed, ran=len(todo))
 
 
-def _run_on_dask(cells: list[SweepCell], store: Store, sweep_id: str, base: ExperimentConfig, *, workers: int,
-                 scheduler: str | None, threads: int | None, resources: dict[str, float] | None,
-                 finished: Callable) -> None:
+@contextlib.contextmanager
+def _dask_client(*, workers: int, scheduler: str | None, resources: dict[str, float] | None):
+    """A client of a new local cluster (``workers`` processes) or of the scheduler at ``scheduler``."""
     import logging
 
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, LocalCluster
     except ImportError:
         raise ConfigError("dask.distributed is not installed: pip install 'resflow[distributed]', or run the cells "
                           "in this process with workers=0 (--workers 0).") from None
-
-    cluster = None if scheduler is not None else LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, resources=resources,
-        silence_logs=logging.CRITICAL)  # a failed cell is reported once, by run_sweep
-    try:
-        with Client(cluster if cluster is not None else scheduler) as client:
-            futures = {client.submit(run_cell, str(store.path), sweep_id, cell, base, threads, pure=False,
-                                     resources=resources, key=f"resflow-cell-{sweep_id}-{k}"): cell
-                       for k, cell in enumerate(cells)}
-            for future in as_completed(futures):
-                cell = futures[future]
-                if future.status == "finished":
-                    finished(cell, future.result(), None)
-                else:
-                    finished(cell, None, future.exception())
-    finally:
-        if cluster is not None:
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               resources=resources, silence_logs=logging.CRITICAL)  # failed cells: reported once
+        try:
+            with Client(cluster) as client:
+                yield client
+        finally:
             cluster.close()
+        return
+    try:
+        client = Client(scheduler, timeout=30)
+    except (OSError, TimeoutError) as exc:
+        raise ConfigError(f"cannot reach the dask scheduler at {scheduler} ({exc}); check the address and that "
+                          "the scheduler runs.") from None
+    with client:
+        yield client
 
+
+def _submit_all(client, cells: list[SweepCell], store: Store, sweep_id: str, base: ExperimentConfig, *,
+                threads: int | None, resources: dict[str, float] | None, finished: Callable) -> None:
+    from distributed import as_completed
+
+    # task keys name the cell (not its place in this call's list): two clients of one scheduler agree on them
+    futures = {client.submit(run_cell, str(store.path), sweep_id, cell, base, threads, pure=False,
+                             resources=resources, key=f"resflow-cell-{sweep_id}-{cell.digest}"): cell
+               for cell in cells}
+    for future in as_completed(futures):
+        cell = futures[future]
+        if future.status == "finished":
+            try:
+                record = future.result()
+            except Exception as exc:  # noqa: BLE001 - e.g. the result lost with its worker
+                finished(cell, None, exc)
+                continue
+            if store.attrs(record).get("sweep_cell") != cell.key:
+                finished(cell, None, SweepCellError(f"the task returned record {record} of another cell"))
+            else:
+                finished(cell, record, None)
+        else:  # "error", or "cancelled" (a lost scheduler, a restart): never counted as done
+            error = future.exception() if future.status == "error" else None
+            finished(cell, None, error or SweepCellError(f"the task was {future.status}"))

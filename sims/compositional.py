@@ -1,0 +1,93 @@
+"""The third use of depth: students of teachers made of K functional groups (issue 17).
+
+Targets ``tied`` (one group: K = 1) and ``grouped:K`` (K contiguous groups of layers, tied within a
+group, a different map in each): the loss of Euler students against depth, across K, with the
+grouped-accumulation law and the threshold hypothesis (``resflow theory accumulation-grouped``,
+``compositional-threshold``).  Student depths run from below to above K.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from resflow.experiments import Experiment, ExperimentConfig
+
+from .smooth_vs_rough import CPU_TRAIN, PAPER_TRAIN, figure
+
+TARGETS = ("tied", "grouped:2", "grouped:4", "grouped:8")
+
+PRESETS = {
+    # cpu: 6k steps of the smooth-vs-rough cpu recipe and two replicates: within 15 minutes on 2 cores
+    # (80 students of depths 1-16 at about 0.13 s a step here; 10k steps took 22 minutes by estimate)
+    "cpu": ExperimentConfig("compositional", targets=TARGETS, width=16, teacher_depth=32, depths=(1, 2, 4, 8, 16),
+                            replicates=2, train=dataclasses.replace(CPU_TRAIN, steps=6_000)),
+    # the study's toy model and recipe (as smooth-vs-rough's paper preset), K up to 16 of 128 layers
+    "paper": ExperimentConfig("compositional", targets=("tied", "grouped:4", "grouped:8", "grouped:16"), width=32,
+                              teacher_depth=128, depths=(2, 4, 8, 16, 32, 48), replicates=3, train=PAPER_TRAIN),
+}
+
+EXPERIMENT = Experiment(
+    name="compositional",
+    summary="Euler students of teachers made of K functional groups (tied within a group, distinct maps "
+            "between): the loss against depth below and above K.",
+    presets=PRESETS, figure=figure,
+    notes={"cpu": "smooth-vs-rough's cpu recipe at 6k steps, 2 replicates (15 minutes on 2 cores)",
+           "paper": "smooth-vs-rough's paper preset (arXiv:2602.05970 toy model) with grouped teachers"},
+)
+
+
+def groups_of(target: str) -> int:
+    """K of a target: ``tied`` is one group, ``grouped:K[:RHO]`` is K."""
+    return 1 if target == "tied" else int(target.split(":")[1])
+
+
+def report(store: str) -> str:
+    """Markdown tables of the latest compositional run in ``store`` (``python -m resflow.sims.compositional
+    STORE``): losses against depth per K with the fits and verdicts, the exponent over the depths at or
+    above K, and each grouped teacher's loss relative to the tied one against the law's 1/K."""
+    import numpy as np
+
+    from resflow import laws
+    from resflow.analysis.fits import fit_dataset
+    from resflow.loglog import power_law_fit
+    from resflow.store import Store
+
+    opened = Store.open(store)
+    run = opened.records(kind="toy-run", name="compositional")[-1]
+    ds = opened.load(run)
+    fits = {f.target: f for f in fit_dataset(ds)}
+    depths = list(fits[next(iter(fits))].depths)
+    lines = [f"run {run.id} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
+             "| teacher | K | " + " | ".join(f"ℓ = {d}" for d in depths)
+             + " | α [95%] | α over ℓ ≥ K [95%] | verdict |", "|---" * (len(depths) + 5) + "|"]
+    for target, fit in fits.items():
+        k = groups_of(target)
+        deep = [(d, y) for d, y in zip(fit.depths, fit.losses, strict=True) if d >= k]
+        if len(deep) >= 3:
+            above = power_law_fit([d for d, _ in deep], [y for _, y in deep])
+            above_text = f"{above.exponent:.2f} [{above.ci_low:.2f}, {above.ci_high:.2f}]"
+        else:
+            above_text = "–"
+        lines.append(f"| {target} | {k} | " + " | ".join(f"{y:.2e}" for y in fit.losses)
+                     + f" | {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}] | {above_text} | "
+                     f"{'converged' if fit.converged else fit.verdict} |")
+    tied = np.array(fits["tied"].losses)
+    lines += ["", "Loss of each grouped teacher's students relative to the tied teacher's, at the same depth "
+              "(the grouped-accumulation law, ρ = 1: 1/K for ℓ ≥ K):", "",
+              "| teacher | law (ℓ ≥ K) | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
+              "|---" * (len(depths) + 2) + "|"]
+    for target, fit in fits.items():
+        k = groups_of(target)
+        if k == 1:
+            continue
+        law = float(laws.evaluate("accumulation-grouped", ell=float(2 * k), q=2, rho=1.0, K=k)
+                    / laws.evaluate("accumulation-grouped", ell=float(2 * k), q=2, rho=1.0, K=1))
+        ratio = np.array(fit.losses) / tied
+        lines.append(f"| {target} | {law:.3f} | " + " | ".join(f"{r:.2f}" for r in ratio) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    print(report(sys.argv[1]))
