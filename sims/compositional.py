@@ -84,7 +84,39 @@ def report(store: str) -> str:
                     / laws.evaluate("accumulation-grouped", ell=float(2 * k), q=2, rho=1.0, K=1))
         ratio = np.array(fit.losses) / tied
         lines.append(f"| {target} | {law:.3f} | " + " | ".join(f"{r:.2f}" for r in ratio) + " |")
+    lines += ["", "Per-layer update angles (the probe metric used for transformers), at depth 16, full length, "
+              "replicate mean: the students' mean over layers, and the teachers' within a group and at a "
+              "group boundary (`probe_teacher`, 1024 inputs):", "",
+              "| teacher | student mean angle (rad) | teacher within a group | teacher at a boundary | "
+              "teacher early-stop fraction |", "|---|---|---|---|---|"]
+    student = ds["update_angle"].sel(depth=max(depths), length=1.0).mean("replicate")
+    for target in fits:
+        t = teacher_signature(target, width=ds.attrs.get("width"), config=ds.attrs.get("config"))
+        mean_angle = float(np.nanmean(student.sel(target=target).values))
+        lines.append(f"| {target} | {mean_angle:.2f} | {t['within']:.3f} | "
+                     + ("–" if np.isnan(t["boundary"]) else f"{t['boundary']:.2f}") + f" | {t['early_stop']:.2f} |")
     return "\n".join(lines)
+
+
+def teacher_signature(target: str, *, width=None, config=None) -> dict[str, float]:
+    """Mean update angle of ``target``'s teacher between successive layers, within a group and across
+    a group boundary, and its early-stop fraction (the probes' metrics)."""
+    import json
+
+    import numpy as np
+
+    from resflow.noise import group_of
+    from resflow.workflows import probe_teacher
+
+    settings = json.loads(config) if config else {}
+    width, depth = int(settings.get("width", width or 16)), int(settings.get("teacher_depth", 32))
+    probe = probe_teacher(target, n_inputs=1024, width=width, depth=depth, seed=settings.get("teacher_seed", 0))
+    angles = probe.mean["update_angle"][: depth - 1]  # between the updates of layers l and l + 1
+    groups = group_of(depth, groups_of(target)).numpy()
+    boundary = groups[1:] != groups[:-1]
+    return {"within": float(np.nanmean(angles[~boundary])),
+            "boundary": float(np.nanmean(angles[boundary])) if boundary.any() else float("nan"),
+            "early_stop": float(probe.early_stop_fraction)}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -165,3 +165,11 @@ def test_the_compositional_experiment_runs_and_reports_every_k(tmp_path):
     for target in ("tied", "grouped:2", "grouped:4"):
         assert f"| {target} | {groups_of(target)} |" in text
     assert "| grouped:4 | 0.250 |" in text  # the law's 1/K beside the measured ratios
+    assert "teacher at a boundary" in text and text.count("\n| grouped:") == 6  # three tables, two grouped rows
+
+
+def test_a_grouped_teachers_updates_turn_at_group_boundaries_only():
+    from resflow.sims.compositional import teacher_signature
+
+    sig = teacher_signature("grouped:4", width=8)
+    assert sig["within"] < 0.2 and sig["boundary"] > 1.0  # nearly parallel within, nearly orthogonal across
