@@ -6,7 +6,7 @@ xdist workers).  It is served from a local HTTP server; every request that leave
 blocked and recorded, so "no CDN" is checked, not assumed.  For each page: HTTP 200, no console
 error or uncaught exception, no failed or outside request, every image decoded (non-zero natural
 size), the expected number of figures and of MathML formulas (each laid out with a non-zero box),
-a landmark text, and a full-page screenshot kept under ``build/site-screenshots/``.
+a landmark text, no horizontal overflow of the window, and a full-page screenshot kept under ``build/site-screenshots/``.
 
 The browser is Debian's ``chromium`` (``make test`` installs it when missing), driven by
 playwright.  Without it the tests skip, unless ``RESFLOW_REQUIRE_BROWSER=1`` (as in ``.ci/run``),
@@ -137,6 +137,7 @@ def test_page_renders_with_its_figures_and_no_errors(name, browser, server):
         "article math", "els => els.map(e => { const r = e.getBoundingClientRect(); return r.width * r.height; })"
     )
     text = page.inner_text("article")
+    page_width = page.evaluate("document.documentElement.scrollWidth")
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shot = SCREENSHOTS / f"{name}.png"
@@ -150,6 +151,7 @@ def test_page_renders_with_its_figures_and_no_errors(name, browser, server):
     assert len(boxes) >= check.min_math, f"{len(boxes)} formulas, expected at least {check.min_math}"
     assert all(area > 0 for area in boxes), "a formula was not laid out (zero-sized box)"
     assert check.landmark in text
+    assert page_width <= 1280, f"the page is {page_width} px wide in a 1280 px window (a formula or table overflows)"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
