@@ -86,7 +86,7 @@ def report(store: str) -> str:
         lines.append(f"| {target} | {law:.3f} | " + " | ".join(f"{r:.2f}" for r in ratio) + " |")
     lines += ["", "Per-layer update angles (the probe metric used for transformers), at depth 16, full length, "
               "replicate mean: the students' mean over layers, and the teachers' within a group and at a "
-              "group boundary (`probe_teacher`, 1024 inputs):", "",
+              "group boundary (the teacher probe, 1024 inputs):", "",
               "| teacher | student mean angle (rad) | teacher within a group | teacher at a boundary | "
               "teacher early-stop fraction |", "|---|---|---|---|---|"]
     student = ds["update_angle"].sel(depth=max(depths), length=1.0).mean("replicate")
@@ -104,13 +104,18 @@ def teacher_signature(target: str, *, width=None, config=None) -> dict[str, floa
     import json
 
     import numpy as np
+    import torch
 
+    from resflow.analysis.probes import probe_states
     from resflow.noise import group_of
-    from resflow.workflows import probe_teacher
+    from resflow.sim.teacher import Teacher
 
     settings = json.loads(config) if config else {}
     width, depth = int(settings.get("width", width or 16)), int(settings.get("teacher_depth", 32))
-    probe = probe_teacher(target, n_inputs=1024, width=width, depth=depth, seed=settings.get("teacher_seed", 0))
+    teacher = Teacher(target, width=width, depth=depth, seed=settings.get("teacher_seed", 0))
+    with torch.no_grad():  # the probe of `resflow probe teacher:SPEC`, on 1024 Gaussian inputs
+        states = teacher.hidden_states(teacher.sample_inputs(1024, seed=0))
+    probe = probe_states([states], f"teacher:{target}", kind="teacher", seed=0)
     angles = probe.mean["update_angle"][: depth - 1]  # between the updates of layers l and l + 1
     groups = group_of(depth, groups_of(target)).numpy()
     boundary = groups[1:] != groups[:-1]
