@@ -72,6 +72,20 @@ def test_the_hierarchy_parses_back_to_its_labels_in_exactly_k_levels(depth):
     assert (other.parse(tokens)[0] == labels).float().mean() < 0.6
 
 
+def test_every_synonym_is_drawn_uniformly():
+    # depth 1: each label's inputs are exactly its m rules, each drawn with probability 1/m
+    rhm = RandomHierarchyModel(HierarchyConfig(vocab=6, classes=4, synonyms=3, branching=2, depth=1, seed=2))
+    n = 24_000
+    tokens, labels = rhm.sample(n, seed=5)
+    for label in range(4):
+        mine = tokens[labels == label]
+        rules = {tuple(r.tolist()) for r in rhm.rules[0][label]}
+        seen, counts = torch.unique(mine, dim=0, return_counts=True)
+        assert {tuple(t.tolist()) for t in seen} == rules
+        share, p = counts.double() / len(mine), 1 / 3
+        assert torch.all((share - p).abs() < 5 * math.sqrt(p * (1 - p) / len(mine)))
+
+
 def test_random_tokens_parse_at_the_rate_the_rules_allow():
     # depth 1: a random pair is a sentence with probability classes * synonyms / vocab^branching
     rhm = RandomHierarchyModel(HierarchyConfig(vocab=6, classes=4, synonyms=3, branching=2, depth=1, seed=7))
