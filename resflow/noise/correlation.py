@@ -202,9 +202,10 @@ def parse_correlation(spec: str) -> DepthCorrelation:
     if name == "grouped" and arg:
         k, _, r = arg.partition(":")
         try:
-            return Grouped(int(k), float(r) if r else 1.0)
+            groups, rho = int(k), float(r) if r else 1.0
         except ValueError as exc:
             raise ConfigError(f"correlation {spec!r}: use grouped:K or grouped:K:RHO with K an integer.") from exc
+        return Grouped(groups, rho)  # names groups or rho when out of range
     if name in ("iid", "independent") and not arg:
         return Equicorrelated(0.0)
     if name == "tied" and not arg:

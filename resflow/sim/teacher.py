@@ -42,7 +42,7 @@ from ..dynamics.fields import MLPField, mlp_init_std, mlp_parameter_shapes, rmsn
 from ..dynamics.stack import ResidualStack
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
-from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional, Grouped
+from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional, Grouped, parse_correlation
 
 __all__ = ["TEACHER_FAMILIES", "TeacherConfig", "Teacher"]
 
@@ -193,12 +193,8 @@ class TeacherConfig:
             raise ConfigError(f"teacher spec must be a string such as 'correlated:0.9'; got {spec!r}.")
         family, _, arg = spec.partition(":")
         if family == "grouped" and arg:
-            k, _, r = arg.partition(":")
-            try:
-                values = {"family": "grouped", "groups": int(k), **({"rho": float(r)} if r else {})}
-            except ValueError as exc:
-                raise ConfigError(f"teacher spec {spec!r}: use grouped:K or grouped:K:RHO (K an integer).") from exc
-            return cls.from_dict({**values, **overrides})
+            grouped = parse_correlation(spec)  # the one parser of "grouped:K[:RHO]"
+            return cls.from_dict({"family": "grouped", "groups": grouped.groups, "rho": grouped.rho, **overrides})
         if family not in TEACHER_FAMILIES or (family in ("correlated", "fractional", "grouped")) != bool(arg):
             raise UnknownNameError(
                 f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO', 'fractional:H' or "
