@@ -210,6 +210,20 @@ def test_a_failing_cell_is_reported_and_the_others_are_written(tmp_path):
     assert list(manifest["failed"]) == ["train.lr_base=1e12 replicate=0"] and len(manifest["done"]) == 1
 
 
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"plan": "smooth-vs-rough"}, "plan must be a SweepPlan"),
+    ({"workers": -1}, "workers"),
+    ({"threads": 0}, "threads"),
+    ({"resources": {"GPU": 0}}, "resources"),
+    ({"scheduler": "localhost:8786"}, "scheduler"),
+])
+def test_bad_sweep_arguments_are_named_and_nothing_is_written(tmp_path, kwargs, words):
+    args = {"plan": plan(), "out": tmp_path / "s", "workers": 0, **kwargs}
+    with pytest.raises(ConfigError, match=words):
+        run_sweep(args.pop("plan"), **args)
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.parametrize(("extra", "words"), [
     (["--resources", "GPU"], "NAME=N"),
     (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "exclude each other"),

@@ -249,6 +249,9 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
 
     A failed cell does not stop the others; it is reported in ``SweepResult.failed``.
     """
+    if not isinstance(plan, SweepPlan):
+        raise ConfigError("plan must be a SweepPlan, e.g. SweepPlan('smooth-vs-rough', 'cpu', grid=parse_grid([...])); "
+                          f"got {type(plan).__name__}.")
     workers = check_int("workers", workers, minimum=0)
     if resources is not None and (not isinstance(resources, dict) or not all(
             isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in resources.items())):
