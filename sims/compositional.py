@@ -46,9 +46,11 @@ def report(store: str) -> str:
     STORE``): losses against depth per K with the fits and verdicts, the exponent over the depths at or
     above K, and each grouped teacher's loss relative to the tied one against the law's 1/K."""
     import numpy as np
+    import xarray as xr
 
     from resflow import laws
     from resflow.analysis.fits import fit_dataset
+    from resflow.analysis.groups import split_update_angles
     from resflow.loglog import power_law_fit
     from resflow.store import Store
 
@@ -84,17 +86,28 @@ def report(store: str) -> str:
                     / laws.evaluate("accumulation-grouped", ell=float(2 * k), q=2, rho=1.0, K=1))
         ratio = np.array(fit.losses) / tied
         lines.append(f"| {target} | {law:.3f} | " + " | ".join(f"{r:.2f}" for r in ratio) + " |")
-    lines += ["", "Per-layer update angles (the probe metric used for transformers), at depth 16, full length, "
-              "replicate mean: the students' mean over layers, and the teachers' within a group and at a "
-              "group boundary (the teacher probe, 1024 inputs):", "",
-              "| teacher | student mean angle (rad) | teacher within a group | teacher at a boundary | "
-              "teacher early-stop fraction |", "|---|---|---|---|---|"]
-    student = ds["update_angle"].sel(depth=max(depths), length=1.0).mean("replicate")
+    deepest = max(depths)
+    lines += ["", f"Signatures (the probe metrics used for transformers) at depth {deepest}, full length, replicate "
+              "mean: update angles (rad) between successive layers inside one of the teacher's K groups and "
+              "across a boundary, and the early-stop fraction — of the trained students (1024 fixed inputs) and of "
+              "the teachers (the teacher probe, 1024 inputs):", "",
+              "| teacher | student within | student at a boundary | student early-stop | teacher within | "
+              "teacher at a boundary | teacher early-stop |", "|---|---|---|---|---|---|---|"]
+    full = ds.sel(length=1.0, depth=deepest).isel(scheme=0)
+    if "early_stop_fraction" not in full:  # a record written before the early-stop fraction was recorded
+        full["early_stop_fraction"] = xr.full_like(full["final_loss"], np.nan)
+
+    def number(value, digits=2):
+        return "–" if np.isnan(value) else f"{value:.{digits}f}"
+
     for target in fits:
+        k = groups_of(target)
+        one = full.sel(target=target)
+        student = split_update_angles(one["update_angle"].mean("replicate").values, deepest, k)
         t = teacher_signature(target, width=ds.attrs.get("width"), config=ds.attrs.get("config"))
-        mean_angle = float(np.nanmean(student.sel(target=target).values))
-        lines.append(f"| {target} | {mean_angle:.2f} | {t['within']:.3f} | "
-                     + ("–" if np.isnan(t["boundary"]) else f"{t['boundary']:.2f}") + f" | {t['early_stop']:.2f} |")
+        lines.append(f"| {target} | {number(student[0])} | {number(student[1])} | "
+                     f"{number(float(one['early_stop_fraction'].mean()))} | {number(t['within'], 3)} | "
+                     f"{number(t['boundary'])} | {number(t['early_stop'])} |")
     return "\n".join(lines)
 
 
@@ -103,11 +116,10 @@ def teacher_signature(target: str, *, width=None, config=None) -> dict[str, floa
     a group boundary, and its early-stop fraction (the probes' metrics)."""
     import json
 
-    import numpy as np
     import torch
 
+    from resflow.analysis.groups import split_update_angles
     from resflow.analysis.probes import probe_states
-    from resflow.noise import group_of
     from resflow.sim.teacher import Teacher
 
     settings = json.loads(config) if config else {}
@@ -116,12 +128,8 @@ def teacher_signature(target: str, *, width=None, config=None) -> dict[str, floa
     with torch.no_grad():  # the probe of `resflow probe teacher:SPEC`, on 1024 Gaussian inputs
         states = teacher.hidden_states(teacher.sample_inputs(1024, seed=0))
     probe = probe_states([states], f"teacher:{target}", kind="teacher", seed=0)
-    angles = probe.mean["update_angle"][: depth - 1]  # between the updates of layers l and l + 1
-    groups = group_of(depth, groups_of(target)).numpy()
-    boundary = groups[1:] != groups[:-1]
-    return {"within": float(np.nanmean(angles[~boundary])),
-            "boundary": float(np.nanmean(angles[boundary])) if boundary.any() else float("nan"),
-            "early_stop": float(probe.early_stop_fraction)}
+    within, boundary = split_update_angles(probe.mean["update_angle"], depth, groups_of(target))
+    return {"within": within, "boundary": boundary, "early_stop": float(probe.early_stop_fraction)}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -37,7 +37,8 @@ def test_every_experiment_runs_end_to_end(name, tmp_path):
     result = run_experiment(cfg, out=tmp_path)
     run_dir, ds, fits = result.work_dir, result.dataset, result.fits
     assert {p.name for p in run_dir.iterdir()} >= {"record.txt", "fits.json", "figure.png", "run.json"}
-    assert len(fits) == len(cfg.targets) * len(cfg.schemes) * (len(cfg.train.temperatures) if cfg.train.loss == "kl" else 1)
+    assert len(fits) == (len(cfg.targets) * len(cfg.schemes) * len(cfg.student_groups)
+                         * (len(cfg.train.temperatures) if cfg.train.loss == "kl" else 1))
     record = (run_dir / "record.txt").read_text().strip()
     reopened = xr.open_zarr(tmp_path / "runs" / f"{record}.zarr")
     xr.testing.assert_allclose(reopened["final_loss"].load(), ds["final_loss"])

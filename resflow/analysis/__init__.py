@@ -5,6 +5,7 @@ module           what it holds
 ===============  ============================================================================
 ``metrics``      hidden-state metrics (angles, norms, progress): one definition for every model
 ``probes``       streaming aggregation of the metrics over tokens, early stopping, probe records
+``groups``       update angles within a functional group of layers and across its boundaries
 ``fits``         depth exponents of a run: plain, law-aware, offset; the verdict; the regime
 ``intervals``    intervals from independent replicates (Student t, bootstrap over replicates)
 ``law_fit``      the finite-teacher factor of the law-aware fit
@@ -23,11 +24,21 @@ Works on tensors of hidden states and on labelled Datasets; it trains nothing an
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
 from .fit_records import fits_from_dataset, fits_to_dataset
 from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
+from .groups import boundary_pairs, group_signature, split_update_angles
 from .intervals import ExponentInterval, exponent_interval
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
 from .plots import colors, new_figure, plot_experiment, plot_flow_demo, save_figure
-from .probes import ProbeAccumulator, ProbeResult, early_stop_fraction, probe_dataset, probe_states, step_size_slope
+from .probes import (
+    SIGNATURE_LABELS,
+    ProbeAccumulator,
+    ProbeResult,
+    early_stop_fraction,
+    probe_dataset,
+    probe_states,
+    state_signature,
+    step_size_slope,
+)
 from .regimes import classify, regime_predictions
 from .roughness import roughness_predictions
 from .verdict import Verdict, convergence_verdict
@@ -35,6 +46,7 @@ from .verdict import Verdict, convergence_verdict
 __all__ = [
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
+    "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature",
     "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
     "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",

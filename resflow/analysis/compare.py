@@ -74,7 +74,8 @@ def theory_rows(schemes: tuple[str, ...] = ("euler",)) -> list[ComparisonRow]:
 def toy_rows(fits: list[SeriesFit], *, experiment: str, record: str) -> list[ComparisonRow]:
     """One row per fitted series of a toy run (``record`` names the ``fit`` record)."""
     return [ComparisonRow(
-        source="toy", name=f"{experiment}: {f.target}" + (f" T={f.temperature:g}" if f.temperature is not None else ""),
+        source="toy", name=f"{experiment}: {f.target}" + (f" T={f.temperature:g}" if f.temperature is not None else "")
+        + (f", students of {f.student_groups} weight groups" if f.student_groups else ""),
         loss=f.loss, scheme=f.scheme, exponent=f.exponent, ci_low=f.ci_low, ci_high=f.ci_high,
         converged=f.converged, regime=f.regime, record=record) for f in fits]
 

@@ -1,7 +1,7 @@
 """Fits as store records: a run's :class:`~resflow.analysis.fits.SeriesFit` list as an xarray Dataset and back.
 
 A ``fit`` record has one entry per series on dim ``series`` (coordinates ``target``, ``scheme``,
-``temperature``), the replicate-mean losses on ``(series, depth)``, and in its attrs the fit
+``student_groups``, ``temperature``), the replicate-mean losses on ``(series, depth)``, and in its attrs the fit
 settings and the ``toy-run`` record it fits (``docs/design/store.md``).  Reading it back gives
 fits equal to the ones written, so a comparison never refits.
 """
@@ -67,6 +67,8 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
         "series": ("series", np.arange(len(fits)), {"long_name": "fitted series"}),
         "target": ("series", [f.target for f in fits], {"long_name": "teacher (target function)"}),
         "scheme": ("series", [f.scheme for f in fits], {"long_name": "Runge-Kutta scheme of the student block"}),
+        "student_groups": ("series", [f.student_groups for f in fits], {
+            "long_name": "weight groups of the students (0: every layer its own weights)", "units": "1"}),
         "temperature": ("series", [math.nan if f.temperature is None else f.temperature for f in fits],
                         {"long_name": "teacher temperature (NaN for MSE)", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
@@ -100,8 +102,10 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
         losses = tuple(float(v) for d, v in zip(depths, row["loss_by_depth"].values, strict=True)
                        if d in have and np.isfinite(v))
         temperature = float(row["temperature"])
+        groups = int(row["student_groups"].item()) if "student_groups" in row.coords else 0  # older records: plain
         out.append(SeriesFit(
             target=str(row["target"].item()), loss=str(ds.attrs.get("loss", "?")), scheme=str(row["scheme"].item()),
+            student_groups=groups,
             temperature=None if math.isnan(temperature) else temperature, depths=tuple(have), losses=losses, **values,
         ))
     return out

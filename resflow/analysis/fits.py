@@ -72,6 +72,7 @@ class SeriesFit:
     scheme: str
     temperature: float | None
     depths: tuple[int, ...]
+    student_groups: int = 0  # 0: plain students; K: weights shared within K groups of layers
     losses: tuple[float, ...]  # replicate-mean final losses of the full-length students
     n_replicates: int
     exponent: float
@@ -102,7 +103,7 @@ class SeriesFit:
 
 def series_dims(ds: xr.Dataset) -> list[str]:
     """Dimensions that label one loss-vs-depth series (all but depth, replicate, length and the inner ones)."""
-    return [d for d in ("target", "scheme", "temperature") if d in ds.dims]
+    return [d for d in ("target", "scheme", "student_groups", "temperature") if d in ds.dims]
 
 
 def fit_exponent(depths, losses) -> float:
@@ -141,6 +142,7 @@ def _nan_fit(label: dict, loss: str, depths: list[int], n: int, law: str, teache
     nan = math.nan
     return SeriesFit(
         target=str(label.get("target", "")), loss=loss, scheme=str(label.get("scheme", "")),
+        student_groups=int(label.get("student_groups", 0)),
         temperature=float(label["temperature"]) if "temperature" in label else None, depths=tuple(depths), losses=(),
         n_replicates=n, exponent=nan, ci_low=nan, ci_high=nan, ci_method="none", boot_low=nan, boot_high=nan,
         law=law, teacher_depth=teacher_depth, law_exponent=nan, law_ci_low=nan, law_ci_high=nan,
@@ -199,7 +201,7 @@ def fit_dataset(ds: xr.Dataset, settings: FitSettings | None = None) -> list[Ser
         offset = fit_offset(depths, means)
         interval = lawful or plain
         fits.append(SeriesFit(
-            target=target, loss=loss, scheme=scheme,
+            target=target, loss=loss, scheme=scheme, student_groups=int(label.get("student_groups", 0)),
             temperature=float(label["temperature"]) if "temperature" in label else None,
             depths=tuple(depths), losses=tuple(float(v) for v in means), n_replicates=n_rep,
             exponent=plain.value, ci_low=plain.low, ci_high=plain.high, ci_method=plain.method,

@@ -108,6 +108,8 @@ def _series_label(fit) -> str:
     parts = [fit.target]
     if fit.scheme != "euler":
         parts.append(fit.scheme)
+    if fit.student_groups:
+        parts.append(f"students of {fit.student_groups} weight groups")
     if fit.temperature is not None:
         parts.append(f"T={fit.temperature:g}")
     return " ".join(parts)
@@ -136,6 +138,8 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     for k, fit in enumerate(fits):
         color = palette[k]
         sel = {"target": fit.target, "scheme": fit.scheme}
+        if "student_groups" in ds.dims:
+            sel["student_groups"] = fit.student_groups
         if fit.temperature is not None:
             sel["temperature"] = fit.temperature
         final = full_length(ds)["final_loss"].sel(sel)
@@ -168,7 +172,7 @@ def plot_training_curves(ds: xr.Dataset, ax=None):
         _, (ax,) = new_figure()
     styles = ["-", "--", ":", "-."]
     curves = full_length(ds)["test_loss"].mean("replicate")
-    for extra in [d for d in ("scheme", "temperature") if d in curves.dims]:
+    for extra in [d for d in ("scheme", "student_groups", "temperature") if d in curves.dims]:
         curves = curves.isel({extra: 0})
     depths = curves["depth"].values
     palette = colors("viridis", len(depths))
@@ -186,7 +190,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     if ax is None:
         _, (ax,) = new_figure()
     angles = full_length(ds)["update_angle"]
-    for extra in [d for d in ("scheme", "temperature") if d in angles.dims]:
+    for extra in [d for d in ("scheme", "student_groups", "temperature") if d in angles.dims]:
         angles = angles.isel({extra: 0})
     for target in angles["target"].values:
         values = []

@@ -23,7 +23,7 @@ from ..loglog import slopes
 from .metrics import METRIC_LABELS, METRICS, token_metrics
 
 __all__ = ["QUANTILES", "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope",
-           "probe_dataset", "plot_probes"]
+           "probe_dataset", "plot_probes", "state_signature", "SIGNATURE_LABELS"]
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 RESERVOIR = 4096
@@ -173,6 +173,19 @@ def early_stop_fraction(profiles: np.ndarray, *, iterations: int = 50) -> float:
     late = [shares[labels == c, half:].sum(axis=1).mean() if np.any(labels == c) else np.inf for c in (0, 1)]
     early = int(np.argmin(late))
     return float(np.mean(labels == early)) if late[early] < EARLY_LATE_SHARE else 0.0
+
+
+SIGNATURE_LABELS = {**METRIC_LABELS, "early_stop_fraction": (
+    "fraction of inputs whose updates stop early (the probes' 2-means clustering of update-size profiles)", "1")}
+
+
+def state_signature(states: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The probe signature of one model on inputs ``(L + 1, n, d)``: every :func:`token_metrics` per input
+    ``(layers, n)`` and its :func:`early_stop_fraction` (0-d), the numbers a ``probe`` record holds for a
+    transformer.  What :func:`resflow.workflows.run_experiment` records for every trained student."""
+    metrics = token_metrics(states)
+    fraction = early_stop_fraction(metrics["update_norm"].T.cpu().numpy())
+    return {**metrics, "early_stop_fraction": torch.tensor(fraction, dtype=torch.float64)}
 
 
 def probe_states(states_batches, model: str, *, kind: str = "stack", seed: int = 0) -> ProbeResult:

@@ -22,7 +22,8 @@ def fits_table(fits, title: str) -> Table:
         table.add_column(column)
     for f in fits:
         table.add_row(
-            f.target, f.scheme, "-" if f.temperature is None else f"{f.temperature:g}",
+            f.target, f.scheme + (f", {f.student_groups} weight groups" if f.student_groups else ""),
+            "-" if f.temperature is None else f"{f.temperature:g}",
             f"{f.exponent:.2f}", f"[{f.ci_low:.2f}, {f.ci_high:.2f}]", f"{f.law_exponent:.2f}",
             f"[{f.law_ci_low:.2f}, {f.law_ci_high:.2f}]", f"{f.half_exponent:.2f}",
             "yes" if f.converged else "[red]no[/]", f.regime,
@@ -32,7 +33,9 @@ def fits_table(fits, title: str) -> Table:
 
 def verdicts(fits) -> str:
     """The unconverged series' verdicts, one line each."""
-    return "\n".join(f"[yellow]{f.target} {f.scheme}{'' if f.temperature is None else f' T={f.temperature:g}'}[/]: "
+    return "\n".join(f"[yellow]{f.target} {f.scheme}"
+                     f"{f' ({f.student_groups} weight groups)' if f.student_groups else ''}"
+                     f"{'' if f.temperature is None else f' T={f.temperature:g}'}[/]: "
                      f"{f.verdict}" for f in fits if not f.converged)
 
 

@@ -40,6 +40,9 @@ class ExperimentConfig:
     (a sweep cell is one replicate of a larger run: ``replicates=1, first_replicate=r``).  ``lengths``
     are training lengths as fractions of ``train.steps``: ``(0.5, 1)`` adds a copy of every student
     trained half as long, which the convergence verdict compares (:mod:`resflow.analysis.verdict`).
+    ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
+    ``K`` a group-structured one (weights shared within K contiguous groups of layers,
+    :attr:`resflow.sim.StudentSpec.groups`); ``(0, 4)`` trains both, side by side.
     ``experiment`` names the registered experiment that draws the figure
     (:func:`resflow.experiments.registered`).
     """
@@ -57,6 +60,7 @@ class ExperimentConfig:
     first_replicate: int = 0
     lengths: tuple[float, ...] = (0.5, 1.0)
     train: TrainConfig = field(default_factory=TrainConfig)
+    student_groups: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         if not isinstance(self.experiment, str) or not self.experiment:
@@ -81,6 +85,12 @@ class ExperimentConfig:
             raise ConfigError(f"lengths must be distinct fractions in (0, 1] including 1 (the whole run); got "
                               f"{self.lengths}. Use (1,) for no convergence check, (0.5, 1) for the verdict.")
         object.__setattr__(self, "lengths", lengths)
+        groups = tuple(sorted(check_int("student_groups", g, minimum=0) for g in check_sequence(
+            "student_groups", self.student_groups, example="(0, 4)")))
+        if not groups or len(set(groups)) != len(groups):
+            raise ConfigError(f"student_groups must be distinct numbers of weight groups (0: a plain student); got "
+                              f"{self.student_groups}. E.g. (0,) or (0, 4).")
+        object.__setattr__(self, "student_groups", groups)
         if not isinstance(self.train, TrainConfig):
             raise ConfigError(f"train must be a TrainConfig; got {type(self.train).__name__}.")
         for t in self.targets:
@@ -105,11 +115,15 @@ class ExperimentConfig:
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
-        return [StudentSpec(t, s, d, r, temp, length) for t in self.targets for s in self.schemes
-                for d in self.depths for r in self.replicate_ids for temp in temps for length in self.lengths]
+        return [StudentSpec(t, s, d, r, temp, length, k) for t in self.targets for s in self.schemes
+                for d in self.depths for r in self.replicate_ids for temp in temps for length in self.lengths
+                for k in self.student_groups]
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.student_groups == (0,):  # plain students only: the dict (and run ids, sweep ids) of before the field
+            del out["student_groups"]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, default=str)

@@ -8,13 +8,14 @@ module              what it holds
 ``block``           the student, defined once: :class:`StudentSpec`, its block, init and losses
 ``config``          :class:`TrainConfig` (the training recipe as data) and the lr schedule
 ``kernels``         the block and losses for many students at once, with hand-derived gradients
-``bank``            the layout of a bank of students of one scheme in one flat buffer
+``bank``            the layout of a bank of students of one scheme in one flat buffer; shared weights
 ``targets``         teacher outputs for a batch, every teacher evaluated once
 ``data``            :class:`DataStream`: fresh training and evaluation inputs from seeded generators
 ``optim``           Adam on a flat buffer with a learning rate per element
 ``state``           :class:`TrainState` and versioned checkpoints
 ``graphs``          CUDA graphs of the training step (GPU only)
 ``engine``          :class:`Trainer` (``init``/``step``/``evaluate``) and the driver :func:`train`
+``hidden``          hidden-state metrics of the trained students (fixed inputs, a metric function)
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
 ``results``         :class:`TrainingResult` and :func:`build_dataset` (the run as a labelled Dataset)
 ``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
@@ -24,7 +25,16 @@ Built on :mod:`resflow.dynamics` and :mod:`resflow.noise`; knows nothing of fits
 """
 
 from .bench import BenchRow, PrecisionCheck, precision_check, run_bench, write_bench_json
-from .block import StudentSpec, init_student, kl_loss, mse_loss, student_block, student_forward, student_logits
+from .block import (
+    StudentSpec,
+    init_student,
+    kl_loss,
+    layer_groups,
+    mse_loss,
+    student_block,
+    student_forward,
+    student_logits,
+)
 from .config import TrainConfig, lr_multiplier, student_lr
 from .engine import Trainer, train
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
@@ -34,7 +44,7 @@ from .state import TrainState
 from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 
 __all__ = [
-    "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "init_student", "student_block",
+    "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student", "student_block",
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
     "write_bench_json", "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",

@@ -5,6 +5,11 @@ prefix of the bank), so no parameter is padding and every layer is one batched m
 buffer is ``[layer 0: W1, b1, W2 | layer 1: ... | head]``; :meth:`StudentBank.layers` gives the
 per-layer views of any buffer with that layout (parameters, gradients, Adam moments, learning
 rates).  Initial values come from :func:`resflow.sim.block.init_student`, one student at a time.
+
+A bank of group-structured students (:attr:`~resflow.sim.block.StudentSpec.groups`) keeps a copy of
+a shared weight in every layer of its group; :meth:`StudentBank.tie` replaces each copy's gradient
+by the sum over the group's copies -- the gradient of the shared weight -- so copies that start
+equal stay equal under Adam (elementwise).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import torch
 
 from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
-from .block import StudentSpec, init_student
+from .block import StudentSpec, init_student, layer_groups
 from .kernels import LayerParams
 
 __all__ = ["StudentBank"]
@@ -26,6 +31,8 @@ class StudentBank:
         schemes = {s.scheme for s in specs}
         if len(schemes) != 1:
             raise ConfigError(f"a bank holds one scheme, got {sorted(schemes)}")
+        if len({s.groups == 0 for s in specs}) != 1:
+            raise ConfigError("a bank holds plain or group-structured students, not both")
         self.tableau = get_tableau(specs[0].scheme)
         self.a, self.b, _ = self.tableau.as_floats()
         self.specs = sorted(specs, key=StudentSpec.sort_key)
@@ -37,6 +44,15 @@ class StudentBank:
         self._layer_sizes = [(c * s * h * d, c * s * h, c * s * d * h) for c in self.counts]
         self.head_size = len(self.specs) * vocab * width
         self.size = sum(map(sum, self._layer_sizes)) + self.head_size
+        self.tied = self.specs[0].groups > 0
+        if self.tied:  # the slots (layer l, student i), layer by layer, and the shared weight each is a copy of
+            owner, names = [], {}
+            groups = [layer_groups(s) for s in self.specs]
+            for layer, count in enumerate(self.counts):
+                for i in range(count):
+                    owner.append(names.setdefault((i, int(groups[i][layer])), len(names)))
+            self._slot_owner = {torch.device("cpu"): torch.tensor(owner)}
+            self._owners = len(names)
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -74,6 +90,26 @@ class StudentBank:
         out = {name: torch.stack([getattr(p, name)[index] for p in layers]) for name in ("W1", "b1", "W2")}
         out["head"] = self.head(flat)[index].clone()
         return out
+
+    def tie(self, grads: torch.Tensor) -> None:
+        """In place, on a flat gradient buffer of a group-structured bank: every copy of a shared weight
+        gets the sum of the gradients of all its copies (a no-op for plain students)."""
+        if not self.tied:
+            return
+        if grads.device not in self._slot_owner:  # copied once per device (never inside a CUDA-graph capture)
+            self._slot_owner[grads.device] = self._slot_owner[torch.device("cpu")].to(grads.device)
+        owner = self._slot_owner[grads.device]
+        layers = self.layers(grads)
+        for name in ("W1", "b1", "W2"):
+            views = [getattr(p, name) for p in layers]
+            slots = torch.cat(views)
+            shared = torch.zeros((self._owners, *slots.shape[1:]), dtype=slots.dtype, device=slots.device)
+            shared.index_add_(0, owner, slots)
+            torch.index_select(shared, 0, owner, out=slots)
+            start = 0
+            for view in views:
+                view.copy_(slots[start:start + view.shape[0]])
+                start += view.shape[0]
 
     def per_element(self, values: list[float], dtype: torch.dtype, head_values: list[float] | None = None
                     ) -> torch.Tensor:

@@ -23,6 +23,7 @@ these definitions; the per-student reference loop (:mod:`resflow.sim.reference_l
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from dataclasses import dataclass
@@ -32,9 +33,11 @@ import torch
 from ..dynamics.fields import mlp_branch, mlp_init_std, mlp_parameter_shapes, rmsnorm
 from ..dynamics.stepper import rk_stages
 from ..dynamics.tableau import ButcherTableau, get_tableau
+from ..errors import ConfigError
+from ..noise import group_of
 
-__all__ = ["StudentSpec", "student_seed", "init_student", "student_block", "student_forward", "student_logits",
-           "mse_loss", "kl_loss", "PARAMETER_NAMES"]
+__all__ = ["StudentSpec", "student_seed", "layer_groups", "init_student", "student_block", "student_forward",
+           "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
@@ -58,6 +61,10 @@ class StudentSpec:
     length : float
         Its training length as a fraction of the run's steps (1: the whole run; 0.5: a copy trained
         for half as long, with the schedule compressed to its length, for the convergence verdict).
+    groups : int
+        0 (a plain student): every layer has its own weights.  ``K >= 1`` (a group-structured
+        student): its layers are split into ``min(K, depth)`` contiguous groups
+        (:func:`layer_groups`) and the weights are shared within a group.
     """
 
     target: str
@@ -66,11 +73,23 @@ class StudentSpec:
     replicate: int
     temperature: float = float("nan")
     length: float = 1.0
+    groups: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.groups, bool) or not isinstance(self.groups, int) or self.groups < 0:
+            raise ConfigError(f"groups must be 0 (every layer its own weights) or a number of weight groups >= 1; "
+                              f"got {self.groups!r}.")
+
+    def __repr__(self) -> str:  # a plain student's repr stays what it was before `groups` (checkpoint fingerprints)
+        fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                  if not (f.name == "groups" and self.groups == 0)]
+        return f"StudentSpec({', '.join(fields)})"
 
     def sort_key(self) -> tuple:
-        """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe)."""
+        """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe),
+        weight groups."""
         temp = -1.0 if math.isnan(self.temperature) else self.temperature
-        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp)
+        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp, self.groups)
 
 
 def student_seed(seed: int, scheme: str, depth: int) -> int:
@@ -80,6 +99,14 @@ def student_seed(seed: int, scheme: str, depth: int) -> int:
     return int(digest[:15], 16)
 
 
+def layer_groups(spec: StudentSpec) -> torch.Tensor | None:
+    """The weight group of each of the student's layers (contiguous, :func:`resflow.noise.group_of` with
+    ``min(groups, depth)`` groups), or None for a plain student (every layer its own weights)."""
+    if spec.groups == 0:
+        return None
+    return group_of(spec.depth, min(spec.groups, spec.depth))
+
+
 def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
                  dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """Initial weights of one student, drawn on the CPU from :func:`student_seed`.
@@ -87,7 +114,8 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     Returns ``W1`` (depth, stages, hidden, width) and ``b1`` (depth, stages, hidden) from
     PyTorch's default ``nn.Linear`` initialisation :math:`U(-1/\\sqrt{d}, 1/\\sqrt{d})`;
     ``W2`` (depth, stages, width, hidden) and ``head`` (vocab, width) **zero**: the student is the
-    identity at initialisation.
+    identity at initialisation.  A group-structured student draws the same values, then every layer
+    takes its group's first layer's (:func:`layer_groups`), so the copies of a shared weight start equal.
     """
     stages = get_tableau(spec.scheme).stages
     gen = torch.Generator().manual_seed(student_seed(spec.replicate, spec.scheme, spec.depth))
@@ -100,6 +128,10 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
         for stage in range(stages):
             W1[layer, stage] = (2 * torch.rand(shapes["W1"], generator=gen, dtype=dtype) - 1) * bound["W1"]
             b1[layer, stage] = (2 * torch.rand(shapes["b1"], generator=gen, dtype=dtype) - 1) * bound["b1"]
+    groups = layer_groups(spec)
+    if groups is not None:
+        first = torch.tensor([int(torch.nonzero(groups == g)[0]) for g in groups.tolist()])
+        W1, b1 = W1[first], b1[first]
     return {
         "W1": W1,
         "b1": b1,

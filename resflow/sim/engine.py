@@ -12,7 +12,8 @@ teachers, per-element learning rates, scratch buffers).  Everything that changes
   a student whose loss or gradient is not finite is frozen and marked failed with the reason;
 * ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
 
-Students are grouped in banks by scheme and training length: a bank of length 0.5 (the half-length
+Students are grouped in banks by scheme, training length and structure (plain, or weights shared
+within groups of layers: :meth:`~resflow.sim.bank.StudentBank.tie`): a bank of length 0.5 (the half-length
 copies of the convergence verdict) trains for the first half of the run with its schedule
 compressed to that length, then stays frozen and is evaluated with the others at the end.
 
@@ -40,6 +41,7 @@ from .block import StudentSpec
 from .config import TrainConfig, lr_multiplier, student_lr
 from .data import ReplicateStreams
 from .graphs import StepGraphs
+from .hidden import METRIC_BATCH, StateMetrics, hidden_metrics
 from .kernels import bank_backward, bank_forward, kl_head, mse_head
 from .optim import AdamSettings, adam_apply, adam_scalars
 from .results import TrainingResult
@@ -49,11 +51,7 @@ from .teacher import Teacher
 
 __all__ = ["Trainer", "train", "resolve_device", "StateMetrics", "CHECKPOINT_NAME", "METRIC_BATCH", "PREFETCH"]
 
-METRIC_BATCH = 1024  # inputs used for the hidden-state metrics of the trained students
-METRIC_SEED = 12345
 PREFETCH = 8  # training batches drawn at once, their teacher outputs computed in one pass
-StateMetrics = Callable[[torch.Tensor], dict[str, torch.Tensor]]
-"""``states (L + 1, n, d) -> {name: per-layer values (layers, n)}``, e.g. :func:`resflow.analysis.token_metrics`."""
 
 
 def resolve_device(device: str) -> torch.device:
@@ -96,10 +94,11 @@ class Trainer:
         self.replicates = sorted({s.replicate for s in specs})
         self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl", self.dtype,
                                self.device)
-        groups = sorted({(s.scheme, s.length) for s in specs}, key=lambda g: (g[0], -g[1]))
-        self.banks = [StudentBank([s for s in specs if (s.scheme, s.length) == g], self.width, hidden, vocab)
-                      for g in groups]
-        self.bank_steps = [round(g[1] * config.steps) for g in groups]
+        # a bank per scheme, training length and student structure (plain, or K weight groups)
+        keys = sorted({(s.scheme, s.length, s.groups) for s in specs}, key=lambda g: (g[0], -g[1], g[2]))
+        self.banks = [StudentBank([s for s in specs if (s.scheme, s.length, s.groups) == g], self.width, hidden,
+                                  vocab) for g in keys]
+        self.bank_steps = [round(g[1] * config.steps) for g in keys]
         self.order = [s for bank in self.banks for s in bank.specs]
         self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
         self.adam = AdamSettings(config.adam_beta1, config.adam_beta2, config.adam_eps)
@@ -185,6 +184,7 @@ class Trainer:
             final, saved = bank_forward(h0[self.replicate_index[k]], layers, bank.a, bank.b, save=True)
             loss, g_final = self._bank_loss(k, final, targets, params[k], with_grad=True)
             bank_backward(g_final, layers, self._layers(k, self.grads[k])[0], bank.a, bank.b, saved)
+            bank.tie(self.grads[k])  # group-structured students: each shared weight's gradient, on all its copies
             losses.append(loss)
         return losses
 
@@ -367,7 +367,7 @@ def train(
         if finished:
             state.eval_steps.append(state.step)
             state.history.append(final_batches.mean(axis=1))
-        hidden = _hidden_metrics(trainer, state, state_metrics) if state_metrics is not None else {}
+        hidden = hidden_metrics(trainer, state, state_metrics) if state_metrics is not None else {}
     return TrainingResult(
         specs=trainer.order, eval_steps=list(state.eval_steps), test_loss=np.stack(state.history, axis=1),
         final_batches=final_batches, failed=state.failed.numpy().copy(), fail_reason=list(state.reasons),
@@ -381,20 +381,3 @@ def _summary(order: list[StudentSpec], state: TrainState) -> dict[str, float]:
         if not bad and math.isfinite(value):
             out.setdefault(spec.target, []).append(value)
     return {k: float(np.mean(v)) for k, v in out.items()}
-
-
-def _hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) -> dict[str, np.ndarray]:
-    """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to ``max_depth + 1``."""
-    max_depth = max(s.depth for s in trainer.order)
-    x = torch.randn((METRIC_BATCH, trainer.width), generator=torch.Generator().manual_seed(METRIC_SEED),
-                    dtype=trainer.dtype).to(trainer.device)
-    per_student: dict[int, dict[str, np.ndarray]] = {}
-    for i, states in trainer.hidden_states(state, x):
-        values = metrics(states) if states.shape[0] >= 3 else {}
-        per_student[i] = {k: v.mean(dim=-1).cpu().numpy() for k, v in values.items()}
-    names = list(dict.fromkeys(k for values in per_student.values() for k in values))
-    out = {name: np.full((len(trainer.order), max_depth + 1), np.nan) for name in names}
-    for i, values in per_student.items():
-        for name, mean in values.items():
-            out[name][i, : mean.shape[0]] = mean
-    return out

@@ -5,7 +5,9 @@ forward through :func:`~resflow.sim.block.student_forward`, its loss through
 :func:`~resflow.sim.block.mse_loss`/:func:`~resflow.sim.block.kl_loss`, gradients by autograd,
 ``torch.optim.Adam``; the same data stream, schedule and evaluation as the batched engine
 (:func:`resflow.sim.engine.train`).  It is the baseline of ``resflow bench`` and the reference of
-the engine's equivalence test.  CPU or GPU; no checkpoints.
+the engine's equivalence test.  A group-structured student holds one leaf tensor per shared weight
+and indexes it by layer (true weight sharing, autograd summing the copies' gradients), where the
+engine keeps copies and sums their gradients itself.  CPU or GPU; no checkpoints.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import torch
 
 from ..dynamics.tableau import get_tableau
-from .block import StudentSpec, init_student, kl_loss, mse_loss, student_forward, student_logits
+from .block import StudentSpec, init_student, kl_loss, layer_groups, mse_loss, student_forward, student_logits
 from .config import TrainConfig, lr_multiplier, student_lr
 from .data import ReplicateStreams
 from .engine import _check, resolve_device
@@ -50,8 +52,12 @@ class ReferenceLoop:
         self.slots = [self.targets.slot_of(s, teachers) for s in self.order]
         self.students = []
         for spec in self.order:
-            params = {k: v.to(self.device).requires_grad_(True)
-                      for k, v in init_student(spec, self.width, hidden, vocab, self.dtype).items()}
+            init = init_student(spec, self.width, hidden, vocab, self.dtype)
+            groups = layer_groups(spec)
+            if groups is not None:  # one leaf per shared weight: (groups, ...), indexed by layer in the forward
+                init.update({k: torch.stack([init[k][int(torch.nonzero(groups == g)[0])]
+                                             for g in range(int(groups.max()) + 1)]) for k in ("W1", "b1", "W2")})
+            params = {k: v.to(self.device).requires_grad_(True) for k, v in init.items()}
             blocks = [params[k] for k in ("W1", "b1", "W2")]
             opt = torch.optim.Adam([{"params": blocks, "lr": student_lr(spec.depth, config)},
                                     {"params": [params["head"]], "lr": student_lr(spec.depth, config, head=True)}],
@@ -62,6 +68,10 @@ class ReferenceLoop:
 
     def _loss(self, i: int, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:
         spec, t = self.order[i], self.slots[i]
+        groups = layer_groups(spec)
+        if groups is not None:  # the shared weights, one copy per layer (autograd sums the copies' gradients)
+            index = groups.to(params["W1"].device)
+            params = {**params, **{k: params[k][index] for k in ("W1", "b1", "W2")}}
         h = student_forward(params, x[self.replicates.index(spec.replicate)], tableau)
         if self.config.loss == "mse":
             return mse_loss(h, out["final"][t])

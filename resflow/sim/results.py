@@ -1,6 +1,8 @@
 """Labelled results: the one place a training run becomes an ``xarray.Dataset``.
 
-Dimensions: ``target`` (teacher spec), ``scheme``, ``temperature`` (KL runs only), ``depth``,
+Dimensions: ``target`` (teacher spec), ``scheme``, ``student_groups`` (runs with group-structured
+students only: 0 for plain students, K for weights shared within K groups of layers),
+``temperature`` (KL runs only), ``depth``,
 ``replicate`` (its own teacher, data stream and initialisation), ``length`` (training length as a
 fraction of the run: 1, and 0.5 for the half-length copies of the convergence verdict), plus
 ``step`` (evaluation steps), ``eval_batch`` (final test batches) and ``layer`` (hidden-state
@@ -31,7 +33,9 @@ class TrainingResult:
     final_batches: np.ndarray  # (n_students, eval_batches)
     failed: np.ndarray  # (n_students,) bool
     fail_reason: list[str]
-    hidden: dict[str, np.ndarray]  # state metric -> (n_students, max_depth + 1), mean over inputs, NaN-padded
+    # state metric -> (n_students, max_depth + 1), mean over inputs, NaN-padded; or (n_students,) for a
+    # metric with one value per student (the early-stop fraction)
+    hidden: dict[str, np.ndarray]
     wall_time: float
     device: str
     steps_done: int
@@ -57,22 +61,29 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
     replicates = sorted({s.replicate for s in specs})
     lengths = sorted({s.length for s in specs})
     temps = sorted({s.temperature for s in specs}) if kl else []
-    dims = ["target", "scheme"] + (["temperature"] if kl else []) + ["depth", "replicate", "length"]
-    shape = [len(targets), len(schemes)] + ([len(temps)] if kl else []) + [len(depths), len(replicates), len(lengths)]
+    groups = sorted({s.groups for s in specs})
+    grouped = groups != [0]
+    dims = (["target", "scheme"] + (["student_groups"] if grouped else []) + (["temperature"] if kl else [])
+            + ["depth", "replicate", "length"])
+    shape = ([len(targets), len(schemes)] + ([len(groups)] if grouped else []) + ([len(temps)] if kl else [])
+             + [len(depths), len(replicates), len(lengths)])
 
     def index(spec):
         idx = [targets.index(spec.target), schemes.index(spec.scheme)]
+        if grouped:
+            idx.append(groups.index(spec.groups))
         if kl:
             idx.append(temps.index(spec.temperature))
         return tuple(idx + [depths.index(spec.depth), replicates.index(spec.replicate), lengths.index(spec.length)])
 
     n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
-    n_layers = next(iter(result.hidden.values())).shape[1] if result.hidden else 1
+    n_layers = max((v.shape[1] for v in result.hidden.values() if v.ndim == 2), default=1)
     curves = np.full(shape + [n_steps], np.nan)
     batches = np.full(shape + [n_batches], np.nan)
     failed = np.zeros(shape, dtype=np.int8)
     reasons = np.full(shape, "", dtype=object)
-    hidden = {name: np.full(shape + [n_layers], np.nan) for name in metric_labels if name in result.hidden}
+    hidden = {name: np.full(shape + ([n_layers] if result.hidden[name].ndim == 2 else []), np.nan)
+              for name in metric_labels if name in result.hidden}
     for i, spec in enumerate(specs):
         at = index(spec)
         curves[at] = result.test_loss[i]
@@ -94,6 +105,10 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
         "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l of the trained student"}),
     }
+    if grouped:
+        coords["student_groups"] = ("student_groups", groups, {
+            "long_name": "weight groups of the student (0: every layer its own weights; K: shared within K "
+                         "contiguous groups of layers)", "units": "1"})
     if kl:
         coords["temperature"] = ("temperature", temps, {"long_name": "teacher softmax temperature T", "units": "1"})
     ds = xr.Dataset(
@@ -113,6 +128,7 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
     )
     for name, values in hidden.items():
         long_name, units = metric_labels[name]
-        ds[name] = (dims + ["layer"], values, {"long_name": f"{long_name} (trained student, mean over inputs)",
-                                               "units": units})
+        per_layer = values.ndim == len(dims) + 1
+        ds[name] = (dims + (["layer"] if per_layer else []), values, {
+            "long_name": f"{long_name} (trained student{', mean over inputs' if per_layer else ''})", "units": units})
     return ds

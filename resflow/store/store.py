@@ -210,6 +210,12 @@ class Store:
                 "only records of one experiment and loss can be merged; got experiments "
                 f"{sorted(map(str, experiments))} and losses {sorted(map(str, losses))}."
             )
+        grouped = [d for d in datasets if "student_groups" in d.dims]
+        if grouped:  # a run of plain students only leaves the dim out: its students have 0 weight groups
+            order = list(max((v.dims for v in grouped[0].data_vars.values()), key=len))
+            order += [dim for dim in grouped[0].dims if dim not in order]
+            datasets = [d if "student_groups" in d.dims else
+                        d.expand_dims(student_groups=[0]).transpose(*order, missing_dims="ignore") for d in datasets]
         merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer")
         merged.attrs["merged_records"] = json.dumps([d.attrs.get("store_record") for d in datasets])
         return merged

@@ -17,8 +17,8 @@ import xarray as xr
 
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
-from ..analysis.metrics import METRIC_LABELS, token_metrics
 from ..analysis.plots import save_figure
+from ..analysis.probes import SIGNATURE_LABELS, state_signature
 from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
@@ -72,12 +72,12 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     it early.
     Shared by :func:`run_experiment` and the sweep cells (:mod:`resflow.workflows.sweep`)."""
     result = train(config.student_specs(), config.teachers(), config.train, seed=config.seed, run_dir=run_dir,
-                   resume=resume, progress=progress, stop_after=stop_after, state_metrics=token_metrics)
+                   resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature)
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels=METRIC_LABELS)
+                       metric_labels=SIGNATURE_LABELS)
     return result.steps_done, ds, prov
 
 

@@ -1,0 +1,167 @@
+"""The study's remedy, measured: students whose weights are shared within K groups of layers (issue 17).
+
+Plain Euler students (every layer its own weights) and group-structured ones (``student_groups=4``:
+four MLPs, each applied to a contiguous quarter of the layers) learn a teacher of four functional
+groups (``grouped:4``) and a rough one (``independent``), side by side: same teachers, data and
+initial draws.  Does the structure that matches the target change the depth exponent?  On the rough
+target it cannot represent the teacher's layer-to-layer changes; on the grouped one it is the
+teacher's own structure.  ``python -m resflow.sims.group_students STORE`` prints the tables:
+losses, the exponents per structure and the paired difference Δα (grouped minus plain) with its
+interval over replicates, and the signatures of the trained students (update angles within a group
+and at a boundary, early-stop fraction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from resflow.experiments import Experiment, ExperimentConfig
+
+from .smooth_vs_rough import CPU_TRAIN, PAPER_TRAIN, figure
+
+K = 4
+
+PRESETS = {
+    # cpu: the compositional experiment's recipe (smooth-vs-rough's cpu recipe at 6k steps), 3 replicates
+    "cpu": ExperimentConfig("group-students", targets=(f"grouped:{K}", "independent"), width=16, teacher_depth=32,
+                            depths=(2, 4, 8, 16), replicates=3, student_groups=(0, K),
+                            train=dataclasses.replace(CPU_TRAIN, steps=6_000)),
+    # the study's toy model and recipe
+    "paper": ExperimentConfig("group-students", targets=(f"grouped:{K}", "independent"), width=32, teacher_depth=128,
+                              depths=(4, 8, 16, 24, 32, 48), replicates=3, student_groups=(0, K), train=PAPER_TRAIN),
+}
+
+EXPERIMENT = Experiment(
+    name="group-students",
+    summary=f"Plain students against students whose weights are shared within {K} groups of layers, on a "
+            f"teacher of {K} functional groups and on a rough one: does the structure change the exponent?",
+    presets=PRESETS, figure=figure,
+    notes={"cpu": "the compositional cpu recipe (6k steps), 3 replicates",
+           "paper": "the study's toy model and recipe (arXiv:2602.05970) with grouped students"},
+)
+
+
+def exponent_difference(ds, target: str, groups: int, depths=None):
+    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired by replicate
+    (same teacher, data and evaluation batches): the exponent of the loss ratio, with its interval over
+    replicates (:func:`resflow.analysis.exponent_interval`).  ``depths`` restricts the fit."""
+    from resflow.analysis import exponent_interval
+
+    full = ds["final_loss"].sel(length=ds["length"].max(), target=target).isel(scheme=0)
+    if depths is not None:
+        full = full.sel(depth=list(depths))
+    ratio = (full.sel(student_groups=groups) / full.sel(student_groups=0)).transpose("depth", "replicate")
+    return exponent_interval([int(d) for d in ratio["depth"].values], ratio.values[..., None])
+
+
+def teacher_built_student(teacher, depth: int, groups: int) -> dict:
+    """Parameters of a group-structured Euler student of ``depth`` layers built, untrained, from a grouped
+    teacher's own group fields: group ``g`` applies the teacher's field of group ``g`` ``depth / groups`` times
+    with its branch scaled so the group spans the same time (``teacher_depth / depth`` times the teacher's
+    step).  At ``depth`` = teacher depth it *is* the teacher; below, a coarser Euler discretisation of the same
+    piecewise flow -- what a group-structured student can reach without learning anything.  Needs
+    ``groups <= depth``."""
+    import torch
+
+    from resflow.noise import group_of
+
+    stack = teacher.stack
+    fields = list(stack.layers)
+    owner = group_of(teacher.depth, groups)
+    first = [int(torch.nonzero(owner == g)[0]) for g in range(groups)]
+    mine = group_of(depth, groups)
+    scale = stack.step_size * teacher.depth / depth
+    layers = [fields[first[int(g)]] if len(fields) > 1 else fields[0] for g in mine]
+    return {"W1": torch.stack([f.W1.detach() for f in layers])[:, None],
+            "b1": torch.stack([f.b1.detach() for f in layers])[:, None],
+            "W2": torch.stack([f.W2.detach() * scale for f in layers])[:, None]}
+
+
+def teacher_built_losses(target: str, depths, *, width: int = 16, teacher_depth: int = 32, replicates: int = 3,
+                         teacher_seed: int = 0, inputs: int = 8192) -> dict[int, float]:
+    """Replicate-mean MSE of :func:`teacher_built_student` against its teacher (teacher seeds
+    ``teacher_seed + r``, as a run's replicates ``r``), per depth."""
+    import numpy as np
+    import torch
+
+    from resflow.dynamics.tableau import get_tableau
+    from resflow.sim import Teacher, mse_loss, student_forward
+    from resflow.sims.compositional import groups_of
+
+    out = {}
+    for depth in depths:
+        values = []
+        for replicate in range(replicates):
+            teacher = Teacher(target, width=width, depth=teacher_depth, seed=teacher_seed + replicate)
+            x = teacher.sample_inputs(inputs, seed=1000 + replicate)
+            with torch.no_grad():
+                h = student_forward(teacher_built_student(teacher, depth, groups_of(target)), x, get_tableau("euler"))
+                values.append(float(mse_loss(h, teacher(x))))
+        out[int(depth)] = float(np.mean(values))
+    return out
+
+
+def report(store: str) -> str:
+    """Markdown tables of the latest group-students run in ``store``."""
+    import json
+
+    import numpy as np
+
+    from resflow.analysis import fit_dataset, group_signature
+    from resflow.sims.compositional import groups_of
+    from resflow.store import Store
+
+    opened = Store.open(store)
+    run = opened.records(kind="toy-run", name="group-students")[-1]
+    ds = opened.load(run)
+    fits = fit_dataset(ds)
+    depths = list(fits[0].depths)
+    structured = [g for g in ds["student_groups"].values.tolist() if g]
+    lines = [f"run {run.id} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
+             "| teacher | students | " + " | ".join(f"ℓ = {d}" for d in depths) + " | α [95%] | verdict |",
+             "|---" * (len(depths) + 4) + "|"]
+    for f in fits:
+        kind = f"{f.student_groups} weight groups" if f.student_groups else "plain"
+        lines.append(f"| {f.target} | {kind} | " + " | ".join(f"{y:.2e}" for y in f.losses)
+                     + f" | {f.exponent:.2f} [{f.ci_low:.2f}, {f.ci_high:.2f}] | "
+                     f"{'converged' if f.converged else f.verdict} |")
+    lines += ["", "Paired difference of exponents, Δα = α(weight groups) − α(plain) (t over replicates):", "",
+              "| teacher | students | Δα, all depths [95%] | Δα over ℓ ≥ K [95%] |", "|---|---|---|---|"]
+    for target in ds["target"].values.tolist():
+        for g in structured:
+            every = exponent_difference(ds, target, g)
+            deep = [d for d in depths if d >= g]
+            above = exponent_difference(ds, target, g, deep) if len(deep) >= 2 else None
+            lines.append(f"| {target} | {g} weight groups | {every.value:+.2f} [{every.low:+.2f}, {every.high:+.2f}] | "
+                         + ("–" if above is None else f"{above.value:+.2f} [{above.low:+.2f}, {above.high:+.2f}]")
+                         + " |")
+    settings = json.loads(ds.attrs.get("config", "{}"))
+    for target in [t for t in ds["target"].values.tolist() if t.startswith("grouped:")]:
+        teacher_depth = settings.get("teacher_depth", 32)
+        built = teacher_built_losses(target, [d for d in depths if d >= groups_of(target)] + [teacher_depth],
+                                     width=settings.get("width", 16), teacher_depth=teacher_depth,
+                                     replicates=ds.sizes["replicate"], teacher_seed=settings.get("teacher_seed", 0))
+        lines += ["", f"A group-structured student built from the {target} teacher's own group fields, untrained "
+                  "(`teacher_built_student`; replicate mean over the same teacher seeds, 8192 inputs): the loss a "
+                  "group-structured student can reach at each depth without learning anything:", "",
+                  "| | " + " | ".join(f"ℓ = {d}" for d in built) + " |", "|---" * (len(built) + 1) + "|",
+                  "| teacher-built, untrained | " + " | ".join(f"{v:.2e}" for v in built.values()) + " |"]
+    signature = group_signature(ds, K).sel(length=ds["length"].max(), depth=max(depths)).isel(scheme=0)
+    early = ds["early_stop_fraction"].sel(length=ds["length"].max(), depth=max(depths)).isel(scheme=0)
+    lines += ["", f"Signatures of the trained students at depth {max(depths)} (replicate means; angles in rad; "
+              f"pairs of layers inside one of the teacher's {K} groups and across a boundary):", "",
+              "| teacher | students | angle within a group | angle at a boundary | early-stop fraction |",
+              "|---|---|---|---|---|"]
+    for target in ds["target"].values.tolist():
+        for g in ds["student_groups"].values.tolist():
+            one = signature.sel(target=target, student_groups=g).mean("replicate")
+            fraction = float(np.mean(early.sel(target=target, student_groups=g).values))
+            lines.append(f"| {target} | {f'{g} weight groups' if g else 'plain'} | {float(one['angle_within']):.2f} | "
+                         f"{float(one['angle_boundary']):.2f} | {fraction:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    print(report(sys.argv[1]))
