@@ -50,13 +50,13 @@ def report(store: str) -> str:
 
     from resflow import laws
     from resflow.analysis.fits import fit_dataset
-    from resflow.analysis.groups import split_update_angles
+    from resflow.analysis.groups import one_structure, split_update_angles
     from resflow.loglog import power_law_fit
     from resflow.store import Store
 
     opened = Store.open(store)
     run = opened.records(kind="toy-run", name="compositional")[-1]
-    ds = opened.load(run)
+    ds = one_structure(opened.load(run))  # the plain students (group-structured ones: the group-students report)
     fits = {f.target: f for f in fit_dataset(ds)}
     depths = list(fits[next(iter(fits))].depths)
     lines = [f"run {run.id} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",

@@ -42,16 +42,26 @@ EXPERIMENT = Experiment(
 
 
 def exponent_difference(ds, target: str, groups: int, depths=None):
-    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired by replicate
-    (same teacher, data and evaluation batches): the exponent of the loss ratio, with its interval over
-    replicates (:func:`resflow.analysis.exponent_interval`).  ``depths`` restricts the fit."""
+    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired: the exponent of
+    the ratio of their final losses on the same evaluation batches (same teacher, data and batches), with
+    the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one replicate, a
+    bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The value is the
+    exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α."""
     from resflow.analysis import exponent_interval
+    from resflow.errors import ConfigError
 
-    full = ds["final_loss"].sel(length=ds["length"].max(), target=target).isel(scheme=0)
+    if "temperature" in ds.dims:
+        raise ConfigError("exponent_difference compares one series per structure: select a temperature first, "
+                          "ds.sel(temperature=T).")
+    if ds.sizes.get("scheme", 1) != 1:
+        raise ConfigError("exponent_difference compares one series per structure: select a scheme first, "
+                          "ds.sel(scheme='euler').")
+    batches = ds["final_loss_batch"].sel(length=ds["length"].max(), target=target).isel(scheme=0)
     if depths is not None:
-        full = full.sel(depth=list(depths))
-    ratio = (full.sel(student_groups=groups) / full.sel(student_groups=0)).transpose("depth", "replicate")
-    return exponent_interval([int(d) for d in ratio["depth"].values], ratio.values[..., None])
+        batches = batches.sel(depth=list(depths))
+    ratio = (batches.sel(student_groups=groups) / batches.sel(student_groups=0)).transpose(
+        "depth", "replicate", "eval_batch")
+    return exponent_interval([int(d) for d in ratio["depth"].values], ratio.values)
 
 
 def teacher_built_student(teacher, depth: int, groups: int) -> dict:
@@ -135,6 +145,17 @@ def report(store: str) -> str:
             lines.append(f"| {target} | {g} weight groups | {every.value:+.2f} [{every.low:+.2f}, {every.high:+.2f}] | "
                          + ("–" if above is None else f"{above.value:+.2f} [{above.low:+.2f}, {above.high:+.2f}]")
                          + " |")
+    curves = ds["test_loss"].sel(length=ds["length"].max()).isel(scheme=0).mean("replicate")
+    shown = [s for s in curves["step"].values.tolist() if s and s % 1000 == 0] or curves["step"].values.tolist()[1:]
+    lines += ["", "Test loss during training (replicate mean, full-length students):", "",
+              "| teacher | students | depth | " + " | ".join(f"step {s}" for s in shown) + " |",
+              "|---" * (len(shown) + 3) + "|"]
+    for target in ds["target"].values.tolist():
+        for g in ds["student_groups"].values.tolist():
+            for d in depths:
+                row = curves.sel(target=target, student_groups=g, depth=d).sel(step=shown).values
+                lines.append(f"| {target} | {f'{g} weight groups' if g else 'plain'} | {d} | "
+                             + " | ".join(f"{v:.2e}" for v in row) + " |")
     settings = json.loads(ds.attrs.get("config", "{}"))
     for target in [t for t in ds["target"].values.tolist() if t.startswith("grouped:")]:
         teacher_depth = settings.get("teacher_depth", 32)

@@ -35,11 +35,13 @@ PRESETS = {
 
 def figure(ds, fits):
     from resflow.analysis.fits import exponent_over_training
+    from resflow.analysis.groups import one_structure
     from resflow.analysis.plots import colors, new_figure, plot_loss_vs_depth
 
     fig, axes = new_figure(3, figsize=(16, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])
-    alpha = exponent_over_training(ds).isel(scheme=0)
+    fits = [f for f in fits if f.student_groups == 0]  # panels 2 and 3: the plain students
+    alpha = exponent_over_training(one_structure(ds)).isel(scheme=0)
     palette = colors("plasma", alpha.sizes["temperature"], stop=0.85)
     for t, style in zip(alpha["target"].values, ("-", "--", ":", "-."), strict=False):
         for color, temp in zip(palette, alpha["temperature"].values, strict=True):

@@ -30,8 +30,13 @@ def test_paper_preset_is_the_study_scale():
 
 
 @pytest.mark.parametrize("name", list(registered()))
-def test_every_experiment_runs_end_to_end(name, tmp_path):
+@pytest.mark.parametrize("structures", ["preset", "plain and grouped"])
+def test_every_experiment_runs_end_to_end(name, structures, tmp_path):
+    """Every experiment's run, record, fits and figure, as preset and with group-structured students added
+    (every figure must cope with a student_groups dimension)."""
     cfg = preset(name, "cpu").with_overrides(TINY + ["replicates=2"])
+    if structures != "preset":
+        cfg = cfg.with_overrides(["student_groups=0,2"])
     if cfg.train.loss == "kl":
         cfg = cfg.with_overrides(["train.temperatures=0.1,1.0"])
     result = run_experiment(cfg, out=tmp_path)

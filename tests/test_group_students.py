@@ -199,15 +199,26 @@ def test_exponent_difference_recovers_a_known_change_of_exponent():
     from resflow.sims.group_students import exponent_difference
 
     depths, rng = np.array([2, 4, 8, 16]), np.random.default_rng(0)
-    plain = 0.1 * depths[:, None] ** -1.0 * np.exp(0.05 * rng.standard_normal((4, 5)))
-    grouped = plain * depths[:, None] ** -0.5  # exactly 0.5 steeper, replicate by replicate
-    values = np.stack([plain, grouped])[None, None, :, :, :, None]  # target, scheme, groups, depth, replicate, length
-    ds = xr.Dataset({"final_loss": (("target", "scheme", "student_groups", "depth", "replicate", "length"), values)},
+    plain = 0.1 * depths[:, None, None] ** -1.0 * np.exp(0.05 * rng.standard_normal((4, 5, 3)))
+    grouped = plain * depths[:, None, None] ** -0.5  # exactly 0.5 steeper, batch by batch
+    dims = ("target", "scheme", "student_groups", "depth", "replicate", "length", "eval_batch")
+    values = np.stack([plain, grouped])[None, None, :, :, :, None, :]
+    ds = xr.Dataset({"final_loss_batch": (dims, values)},
                     coords={"target": ["t"], "scheme": ["euler"], "student_groups": [0, 4], "depth": depths,
-                            "replicate": range(5), "length": [1.0]})
+                            "replicate": range(5), "length": [1.0], "eval_batch": range(3)})
     diff = exponent_difference(ds, "t", 4)
     assert diff.value == pytest.approx(0.5) and diff.low == pytest.approx(0.5) and diff.high == pytest.approx(0.5)
+    assert "5 replicates" in diff.method
     assert exponent_difference(ds, "t", 4, depths=(4, 8, 16)).value == pytest.approx(0.5)
+    noisy = ds.copy()
+    noisy["final_loss_batch"] = ds["final_loss_batch"] * xr.DataArray(
+        np.exp(0.2 * rng.standard_normal((2, 4, 5))), dims=("student_groups", "depth", "replicate"))
+    wide = exponent_difference(noisy, "t", 4)
+    assert wide.low < wide.value < wide.high and wide.high - wide.low > 0.05
+    one = exponent_difference(noisy.isel(replicate=[0]), "t", 4)
+    assert "evaluation batches" in one.method  # one replicate: says what its interval measures
+    with pytest.raises(ConfigError, match="temperature"):
+        exponent_difference(ds.expand_dims(temperature=[0.1, 1.0]), "t", 4)
 
 
 def test_a_plain_run_and_a_group_structured_run_merge_into_one_store_dataset(tmp_path):
@@ -235,3 +246,46 @@ def test_a_student_built_from_the_teachers_group_fields_is_the_teacher_at_full_d
     losses = teacher_built_losses("grouped:4", [4, 8, 16, 32], replicates=1, inputs=2048)
     assert losses[32] < 1e-10  # the teacher itself
     assert losses[4] > losses[8] > losses[16] > losses[32]  # a finer Euler discretisation of the same flow
+
+
+def test_merging_two_records_of_the_same_cells_is_refused(tmp_path):
+    from resflow.errors import IncompatibleOptionsError
+    from resflow.sim.results import build_dataset
+    from resflow.store import Store
+
+    tt = teachers("independent")
+    store = Store.open(tmp_path / "s", create=True)
+    records = []
+    for groups in ((0,), (0, 2)):
+        specs = [StudentSpec("independent", "euler", d, 0, groups=g) for d in (2, 4) for g in groups]
+        ds = build_dataset(train(specs, tt, small_config(steps=10, dtype="float32")), loss="mse",
+                           targets=["independent"], attrs={"experiment": "x"})
+        records.append(store.write(ds, kind="toy-run", name="x"))
+    for order in (records, records[::-1]):  # either way the plain students of the first would be lost
+        with pytest.raises(IncompatibleOptionsError, match="same cells"):
+            store.merge(order)
+
+
+def test_split_update_angles_reads_the_last_axis_and_one_structure_selects_students():
+    import xarray as xr
+
+    from resflow.analysis import one_structure, split_update_angles
+
+    angles = np.array([[0.1, 1.0, 0.3], [0.2, 2.0, 0.4]])  # two rows of depth-4 pairs, K = 2: boundary at pair 1
+    within, boundary = split_update_angles(angles, 4, 2)
+    assert within == pytest.approx(0.25) and boundary == pytest.approx(1.5)
+    ds = xr.Dataset({"final_loss": (("student_groups", "depth"), [[1.0, 2.0], [3.0, 4.0]])},
+                    coords={"student_groups": [0, 4], "depth": [2, 4]})
+    assert one_structure(ds)["final_loss"].values.tolist() == [1.0, 2.0]
+    assert one_structure(ds, 4)["final_loss"].values.tolist() == [3.0, 4.0]
+    with pytest.raises(ConfigError, match="student_groups=2"):
+        one_structure(ds, 2)
+    assert one_structure(ds.sel(student_groups=0)) is not None
+
+
+def test_a_diverged_students_early_stop_fraction_is_nan_not_zero():
+    from resflow.analysis import state_signature
+
+    states = torch.randn(6, 50, 4, dtype=torch.float64).cumsum(0)
+    states[3:, 7] = float("nan")
+    assert np.isnan(float(state_signature(states)["early_stop_fraction"]))

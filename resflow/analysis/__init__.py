@@ -24,7 +24,7 @@ Works on tensors of hidden states and on labelled Datasets; it trains nothing an
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
 from .fit_records import fits_from_dataset, fits_to_dataset
 from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
-from .groups import boundary_pairs, group_signature, split_update_angles
+from .groups import boundary_pairs, group_signature, one_structure, split_update_angles
 from .intervals import ExponentInterval, exponent_interval
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
@@ -46,7 +46,7 @@ from .verdict import Verdict, convergence_verdict
 __all__ = [
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
-    "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature",
+    "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature", "one_structure",
     "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
     "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",

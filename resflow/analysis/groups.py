@@ -16,8 +16,24 @@ import numpy as np
 import xarray as xr
 
 from .._validate import check_int
+from ..errors import ConfigError
 
-__all__ = ["boundary_pairs", "split_update_angles", "group_signature"]
+__all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_structure"]
+
+
+def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
+    """The students of one structure of a ``toy-run`` Dataset (``student_groups`` = ``groups``; 0: plain), the
+    dim dropped; a run without group-structured students is returned as it is (all its students are plain).
+    For analyses defined for one structure (the roughness law, the temperature figure, the compositional
+    report)."""
+    if "student_groups" not in ds.dims:
+        if groups != 0:
+            raise ConfigError(f"the run has plain students only; it has no students of {groups} weight groups.")
+        return ds
+    have = [int(g) for g in ds["student_groups"].values]
+    if groups not in have:
+        raise ConfigError(f"the run has no students of student_groups={groups}; it has {have}.")
+    return ds.sel(student_groups=groups)
 
 
 def boundary_pairs(depth: int, groups: int) -> np.ndarray:
@@ -30,9 +46,10 @@ def boundary_pairs(depth: int, groups: int) -> np.ndarray:
 
 
 def split_update_angles(angles, depth: int, groups: int) -> tuple[float, float]:
-    """Mean of the successive-update angles ``angles[l]`` (``l = 0..depth - 2``; longer arrays are cut, NaN
-    ignored) over the pairs within a group and over the pairs at a boundary (NaN where there are none)."""
-    angles = np.asarray(angles, float)[: max(depth - 1, 0)]
+    """Mean of the successive-update angles ``angles[..., l]`` (``l = 0..depth - 2`` on the last axis; longer
+    arrays are cut, NaN ignored) over the pairs within a group and over the pairs at a boundary (NaN where
+    there are none)."""
+    angles = np.asarray(angles, float)[..., : max(depth - 1, 0)]
     boundary = boundary_pairs(depth, groups)[: angles.shape[-1]]
 
     def mean(mask):

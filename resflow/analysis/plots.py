@@ -166,6 +166,14 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     return ax
 
 
+def _structure_note(ds: xr.Dataset) -> str:
+    """The panels that show one student structure say which (the first: plain when the run has them)."""
+    if "student_groups" not in ds.dims:
+        return ""
+    first = int(ds["student_groups"].values[0])
+    return " (plain students)" if first == 0 else f" (students of {first} weight groups)"
+
+
 def plot_training_curves(ds: xr.Dataset, ax=None):
     """Replicate-mean test loss against step, one line per depth and target (full-length students)."""
     if ax is None:
@@ -180,7 +188,8 @@ def plot_training_curves(ds: xr.Dataset, ax=None):
         for color, depth in zip(palette, depths, strict=True):
             ax.loglog(np.maximum(curves["step"].values, 1), curves.sel(target=target, depth=depth),
                       styles[t % 4], color=color, lw=1, label=f"{target} ℓ={depth}" if t < 2 else None)
-    ax.set(xlabel="step", ylabel="test loss (replicate mean)", title="training curves")
+    ax.set(xlabel="step", ylabel="test loss (replicate mean)",
+           title="training curves" + _structure_note(ds))
     ax.legend(fontsize=6, ncol=2)
     return ax
 
@@ -201,7 +210,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
         ax.semilogx(angles["depth"].values, values, "o-", label=str(target))
     ax.axhline(90, color="0.6", ls=":", lw=0.8)
     ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 135),
-           title="trained students: angle of successive updates")
+           title="trained students: angle of successive updates" + _structure_note(ds))
     _depth_ticks(ax, angles["depth"].values)
     ax.legend(fontsize=7)
     return ax

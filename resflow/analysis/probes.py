@@ -184,7 +184,9 @@ def state_signature(states: torch.Tensor) -> dict[str, torch.Tensor]:
     ``(layers, n)`` and its :func:`early_stop_fraction` (0-d), the numbers a ``probe`` record holds for a
     transformer.  What :func:`resflow.workflows.run_experiment` records for every trained student."""
     metrics = token_metrics(states)
-    fraction = early_stop_fraction(metrics["update_norm"].T.cpu().numpy())
+    profiles = metrics["update_norm"].T.cpu().numpy()
+    # a diverged model has no fraction (early_stop_fraction would cluster only its finite profiles)
+    fraction = early_stop_fraction(profiles) if np.isfinite(profiles).all() else float("nan")
     return {**metrics, "early_stop_fraction": torch.tensor(fraction, dtype=torch.float64)}
 
 

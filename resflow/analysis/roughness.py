@@ -26,6 +26,7 @@ import xarray as xr
 
 from .. import laws
 from ..loglog import power_law_fit
+from .groups import one_structure
 from .law_fit import finite_teacher_factor
 from .plots import full_length
 
@@ -42,7 +43,7 @@ class RoughnessAmplitudes:
 
 
 def _mean_losses(ds: xr.Dataset) -> xr.DataArray:
-    return full_length(ds)["final_loss"].isel(scheme=0).mean("replicate")
+    return full_length(one_structure(ds))["final_loss"].isel(scheme=0).mean("replicate")  # plain students
 
 
 def roughness_amplitudes(ds: xr.Dataset) -> RoughnessAmplitudes | None:

@@ -216,6 +216,7 @@ class Store:
             order += [dim for dim in grouped[0].dims if dim not in order]
             datasets = [d if "student_groups" in d.dims else
                         d.expand_dims(student_groups=[0]).transpose(*order, missing_dims="ignore") for d in datasets]
+        _refuse_overlaps(datasets, [d.attrs.get("store_record", "?") for d in datasets])
         merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer")
         merged.attrs["merged_records"] = json.dumps([d.attrs.get("store_record") for d in datasets])
         return merged
@@ -288,6 +289,23 @@ class Store:
         from .workdirs import new_run_dir
 
         return new_run_dir(self.path / "work", experiment)
+
+
+def _refuse_overlaps(datasets: list[xr.Dataset], names: list[str]) -> None:
+    """Two records that hold a value for the same cell (every coordinate equal) cannot be merged: one would
+    be dropped silently."""
+    for i in range(len(datasets)):
+        for j in range(i + 1, len(datasets)):
+            a, b = datasets[i], datasets[j]
+            name = "final_loss" if "final_loss" in a and "final_loss" in b else next(
+                (v for v in a.data_vars if v in b.data_vars and a[v].dtype.kind in "fiu"), None)
+            if name is None:
+                continue
+            x, y = xr.align(a[name], b[name], join="inner")
+            if x.size and bool((x.notnull() & y.notnull()).any()):
+                raise IncompatibleOptionsError(
+                    f"records {names[i]} and {names[j]} both hold {name} for the same cells (same target, depth, "
+                    "replicate, ...); merge records of different cells, e.g. a sweep's cells or runs of other seeds.")
 
 
 def schema_problems(ds: xr.Dataset, kind: str) -> list[str]:
