@@ -46,12 +46,11 @@ class StudentBank:
         self.size = sum(map(sum, self._layer_sizes)) + self.head_size
         self.tied = self.specs[0].groups > 0
         if self.tied:  # the slots (layer l, student i), layer by layer, and the shared weight each is a copy of
-            owner, names = [], {}
+            names: dict[tuple[int, int], int] = {}
             groups = [layer_groups(s) for s in self.specs]
-            for layer, count in enumerate(self.counts):
-                for i in range(count):
-                    owner.append(names.setdefault((i, int(groups[i][layer])), len(names)))
-            self._slot_owner = {torch.device("cpu"): torch.tensor(owner)}
+            owners = [torch.tensor([names.setdefault((i, int(groups[i][layer])), len(names)) for i in range(count)])
+                      for layer, count in enumerate(self.counts)]  # layer l: the shared weight of each slot
+            self._slot_owner = {torch.device("cpu"): owners}
             self._owners = len(names)
 
     def __len__(self) -> int:
@@ -97,19 +96,19 @@ class StudentBank:
         if not self.tied:
             return
         if grads.device not in self._slot_owner:  # copied once per device (never inside a CUDA-graph capture)
-            self._slot_owner[grads.device] = self._slot_owner[torch.device("cpu")].to(grads.device)
-        owner = self._slot_owner[grads.device]
+            cpu = self._slot_owner[torch.device("cpu")]
+            self._slot_owner[grads.device] = [owner.to(grads.device) for owner in cpu]
+        owners = self._slot_owner[grads.device]
         layers = self.layers(grads)
         for name in ("W1", "b1", "W2"):
             views = [getattr(p, name) for p in layers]
-            slots = torch.cat(views)
-            shared = torch.zeros((self._owners, *slots.shape[1:]), dtype=slots.dtype, device=slots.device)
-            shared.index_add_(0, owner, slots)
-            torch.index_select(shared, 0, owner, out=slots)
-            start = 0
-            for view in views:
-                view.copy_(slots[start:start + view.shape[0]])
-                start += view.shape[0]
+            shared = torch.zeros((self._owners, *views[0].shape[1:]), dtype=grads.dtype, device=grads.device)
+            # one index_add_ per layer: no index repeats within a call, so the sum runs layer by layer in a
+            # fixed order on every device (a GPU's atomics would otherwise order repeated indices at random)
+            for owner, view in zip(owners, views, strict=True):
+                shared.index_add_(0, owner, view)
+            for owner, view in zip(owners, views, strict=True):
+                torch.index_select(shared, 0, owner, out=view)
 
     def per_element(self, values: list[float], dtype: torch.dtype, head_values: list[float] | None = None
                     ) -> torch.Tensor:
