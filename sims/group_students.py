@@ -74,11 +74,11 @@ def teacher_built_student(teacher, depth: int, groups: int) -> dict:
     import torch
 
     from resflow.noise import group_of
+    from resflow.sim.block import first_layers
 
     stack = teacher.stack
     fields = list(stack.layers)
-    owner = group_of(teacher.depth, groups)
-    first = [int(torch.nonzero(owner == g)[0]) for g in range(groups)]
+    first = first_layers(group_of(teacher.depth, groups)).tolist()
     mine = group_of(depth, groups)
     scale = stack.step_size * teacher.depth / depth
     layers = [fields[first[int(g)]] if len(fields) > 1 else fields[0] for g in mine]

@@ -36,8 +36,8 @@ from ..dynamics.tableau import ButcherTableau, get_tableau
 from ..errors import ConfigError
 from ..noise import group_of
 
-__all__ = ["StudentSpec", "student_seed", "layer_groups", "init_student", "student_block", "student_forward",
-           "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES"]
+__all__ = ["StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
+           "student_forward", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
@@ -107,6 +107,12 @@ def layer_groups(spec: StudentSpec) -> torch.Tensor | None:
     return group_of(spec.depth, min(spec.groups, spec.depth))
 
 
+def first_layers(groups: torch.Tensor) -> torch.Tensor:
+    """The first layer of each group of a contiguous grouping ``groups`` (one group index per layer, as
+    :func:`layer_groups` gives): the layer whose weights a shared weight starts from."""
+    return torch.searchsorted(groups, torch.arange(int(groups.max()) + 1))
+
+
 def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
                  dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """Initial weights of one student, drawn on the CPU from :func:`student_seed`.
@@ -130,7 +136,7 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
             b1[layer, stage] = (2 * torch.rand(shapes["b1"], generator=gen, dtype=dtype) - 1) * bound["b1"]
     groups = layer_groups(spec)
     if groups is not None:
-        first = torch.tensor([int(torch.nonzero(groups == g)[0]) for g in groups.tolist()])
+        first = first_layers(groups)[groups]  # each layer: its group's first layer
         W1, b1 = W1[first], b1[first]
     return {
         "W1": W1,

@@ -18,7 +18,16 @@ import numpy as np
 import torch
 
 from ..dynamics.tableau import get_tableau
-from .block import StudentSpec, init_student, kl_loss, layer_groups, mse_loss, student_forward, student_logits
+from .block import (
+    StudentSpec,
+    first_layers,
+    init_student,
+    kl_loss,
+    layer_groups,
+    mse_loss,
+    student_forward,
+    student_logits,
+)
 from .config import TrainConfig, lr_multiplier, student_lr
 from .data import ReplicateStreams
 from .engine import _check, resolve_device
@@ -55,8 +64,7 @@ class ReferenceLoop:
             init = init_student(spec, self.width, hidden, vocab, self.dtype)
             groups = layer_groups(spec)
             if groups is not None:  # one leaf per shared weight: (groups, ...), indexed by layer in the forward
-                init.update({k: torch.stack([init[k][int(torch.nonzero(groups == g)[0])]
-                                             for g in range(int(groups.max()) + 1)]) for k in ("W1", "b1", "W2")})
+                init.update({k: init[k][first_layers(groups)] for k in ("W1", "b1", "W2")})
             params = {k: v.to(self.device).requires_grad_(True) for k, v in init.items()}
             blocks = [params[k] for k in ("W1", "b1", "W2")]
             opt = torch.optim.Adam([{"params": blocks, "lr": student_lr(spec.depth, config)},
