@@ -135,7 +135,8 @@ API_CASES = {
         "exclude_top": bad_int(0), "depth_offset": bad_real(0.0, low_ok=True),
     }),
     "FitSettings": (resflow.FitSettings, {}, {"confidence": bad_real(0.0, 1.0, high_ok=False),
-                                              "bootstrap_samples": bad_int(1), "loss_tolerance": bad_real(0.0)}),
+                                              "bootstrap_samples": bad_int(1), "drift_tolerance": bad_real(0.0),
+                                              "gain_tolerance": bad_real(0.0)}),
 }
 COUNTS: dict[str, int] = {}
 

@@ -16,6 +16,7 @@ from resflow import ConfigError, Teacher, get_tableau
 from resflow.sim import StudentSpec, kl_loss, mse_loss, student_forward, student_logits
 from resflow.sim.bank import StudentBank
 from resflow.sim.kernels import bank_backward, bank_forward, kl_head, mse_head, rms_forward
+from resflow.sim.state import CHECKPOINT_FORMAT
 from resflow.sim.targets import Targets
 
 WIDTH, HIDDEN, VOCAB, BATCH = 5, 7, 6, 9
@@ -148,7 +149,7 @@ def test_checkpoints_are_loaded_safely_and_checked(tmp_path):
     train(specs, teachers, config, run_dir=tmp_path, stop_after=10)
     path = tmp_path / CHECKPOINT_NAME
     checkpoint = torch.load(path, weights_only=True)  # tensors and plain data only
-    assert checkpoint["format"] == 2 and checkpoint["step"] == 10
+    assert checkpoint["format"] == CHECKPOINT_FORMAT and checkpoint["step"] == 10
     good = path.read_bytes()
     for damage, message in ((good[: len(good) // 2], "cannot be read"), (b"not a checkpoint", "cannot be read")):
         path.write_bytes(damage)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from resflow import Teacher, get_tableau
-from resflow.sim import StudentSpec, TrainConfig, Trainer, init_student, student_forward
+from resflow import ConfigError, Teacher, get_tableau
+from resflow.sim import StudentSpec, TrainConfig, Trainer, init_student, student_forward, train
 from resflow.sim.engine import PREFETCH
 
 DEPTHS = (1, 2, 4, 16)
@@ -154,3 +154,104 @@ def test_a_half_length_student_runs_the_whole_schedule_compressed():
         assert lr_multiplier(step, config, half) == pytest.approx(lr_multiplier(2 * step, config), rel=0.02, abs=1e-12)
     assert lr_multiplier(half - 1, config, half) == pytest.approx(0.01)
     assert lr_multiplier(249, config, half) == 1.0 and lr_multiplier(251, config, half) < 1.0
+
+
+def _trained(specs, config, teachers):
+    from resflow.sim import train
+
+    result = train(specs, teachers, config, seed=3)
+    return {repr(s): float(v) for s, v in zip(result.specs, result.final_batches.mean(axis=1), strict=True)}
+
+
+def test_shorter_copies_are_forked_where_their_schedule_is_the_full_ones():
+    """A student of length 1/4 or 1/2 is forked from the full-length one at the end of its own constant
+    phase, and ends exactly where a copy trained alone from the start ends (float64): the fork saves
+    work, never changes a student."""
+    teachers = {k: Teacher(k, width=8, depth=8, vocab=16, seed=0) for k in ("independent", "tied")}
+    config = TrainConfig(steps=80, batch=32, dtype="float64", eval_every=20, eval_batches=2, eval_batch_size=64,
+                         constant_fraction=0.5, decay="geometric", final_lr_fraction=0.01, lr_scale=8.0)
+    specs = [StudentSpec(t, "euler", d, 0, length=lam) for t in teachers for d in (2, 4) for lam in (0.25, 0.5, 1.0)]
+    tr = Trainer(specs, teachers, config)
+    lengths = [bank.specs[0].length for bank in tr.banks]
+    assert lengths == [1.0, 0.5, 0.25] and tr.bank_parent == [None, 0, 0]
+    assert tr.bank_start == [0, 20, 10] and tr.bank_steps == [80, 40, 20]  # half of each one's steps: constant
+    together = _trained(specs, config, teachers)
+    for lam in (0.25, 0.5):
+        alone = _trained([s for s in specs if s.length == lam], config, teachers)
+        for name, value in alone.items():
+            assert together[name] == pytest.approx(value, rel=1e-10), name
+
+
+def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
+    """depth_budget = 1: a depth-2 student of a run to depth 8 trains a quarter of the steps, on the
+    schedule compressed to them (its last step at the final learning rate); forked copies keep it."""
+    from resflow.experiments import preset
+    from resflow.sim import lr_multiplier
+
+    config = preset("smooth-vs-rough", "cpu").with_overrides(
+        ["depths=2,8", "depth_budget=1", "replicates=1", "train.steps=400"])
+    specs = config.student_specs()
+    steps = {(s.depth, s.length): s.steps(400) for s in specs}
+    assert steps == {(2, 0.25): 25, (2, 0.5): 50, (2, 1.0): 100, (8, 0.25): 100, (8, 0.5): 200, (8, 1.0): 400}
+    assert lr_multiplier(99, config.train, 100) == pytest.approx(config.train.final_lr_fraction)
+    tr = Trainer(specs, config.teachers(), config.train)
+    for k, bank in enumerate(tr.banks):
+        assert tr.bank_steps[k] == bank.specs[0].steps(400)
+        assert tr.bank_start[k] == (0 if bank.specs[0].length == 1.0 else math.ceil(tr.bank_steps[k] / 2))
+    assert config.with_overrides(["depth_budget=0"]).to_dict() == preset("smooth-vs-rough", "cpu").with_overrides(
+        ["depths=2,8", "replicates=1", "train.steps=400"]).to_dict()  # the default leaves run ids as they were
+
+
+def test_each_replicate_has_its_own_teachers_and_the_targets_of_a_replicate_share_a_seed():
+    """Replicate r's teachers have seed teacher_seed + r: different weights from replicate to replicate,
+    the same seed for every target of one replicate (paired comparisons)."""
+    from resflow.experiments import preset
+
+    config = preset("smooth-vs-rough", "cpu").with_overrides(["replicates=3"])
+    teachers = config.teachers()
+    for target in config.targets:
+        weights = [teachers[(target, r)].stack.layers[0].W1 for r in range(3)]
+        assert not any(torch.equal(weights[i], weights[j]) for i in range(3) for j in range(i + 1, 3))
+    for r in range(3):
+        assert len({teachers[(t, r)].config.seed for t in config.targets}) == 1
+        assert teachers[("tied", r)].config.seed == config.teacher_seed + r
+
+
+@pytest.mark.parametrize("scheme", ["euler", "midpoint"])
+def test_a_split_layer_is_two_half_steps_of_the_same_field(scheme):
+    """split_layers: layer l of the depth-2l student pair is layer l at half step, twice (any tableau)."""
+    from resflow.sim import split_layers
+    from resflow.sim.block import student_block
+
+    torch.manual_seed(0)
+    params = init_student(StudentSpec("tied", scheme, 3, 0), 8, 32, 16, torch.float64)
+    params["W2"] = 0.1 * torch.randn_like(params["W2"])
+    split = split_layers(params)
+    assert split["W1"].shape[0] == 6 and torch.equal(split["W1"][4], params["W1"][2])
+    x = torch.randn(5, 8, dtype=torch.float64)
+    half = {**params, "W2": params["W2"] / 2}
+    tableau = get_tableau(scheme)
+    h = rms(x)
+    for layer in range(3):
+        for _ in range(2):
+            h = student_block(h, half["W1"][layer], half["b1"][layer], half["W2"][layer], tableau)
+    torch.testing.assert_close(student_forward(split, x, tableau), h)
+
+
+def test_doubling_continuation_starts_each_depth_from_the_split_of_the_one_before():
+    from resflow.sim import train_by_doubling
+
+    teachers = {"tied": Teacher("tied", width=8, depth=8, vocab=16, seed=0)}
+    specs = [StudentSpec("tied", "euler", d, 0) for d in (1, 2, 4)]
+    config = TrainConfig(steps=40, batch=32, eval_every=20, eval_batches=1, eval_batch_size=64, dtype="float64")
+    chained = train_by_doubling(specs, teachers, config, seed=0)
+    alone = train(specs, teachers, config, seed=0)
+    order = {s.depth: i for i, s in enumerate(chained.specs)}
+    same = {s.depth: i for i, s in enumerate(alone.specs)}
+    # the shallowest is trained from scratch in both; the deeper ones start where the shallower ended
+    assert chained.test_loss[order[1], -1] == pytest.approx(alone.test_loss[same[1], -1], rel=1e-12)
+    for d in (2, 4):
+        assert chained.test_loss[order[d], 0] == pytest.approx(chained.test_loss[order[d // 2], -1], rel=0.5)
+        assert chained.test_loss[order[d], 0] < alone.test_loss[same[d], 0]  # not the identity
+    with pytest.raises(ConfigError, match="double"):
+        train_by_doubling([StudentSpec("tied", "euler", d, 0) for d in (2, 3)], teachers, config)

@@ -41,6 +41,7 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "finite-teacher-ensemble": finite_teacher.derive_ensemble,
     "finite-teacher-procedural-coherent": finite_teacher.derive_procedural_coherent,
     "finite-teacher-procedural-incoherent": finite_teacher.derive_procedural_incoherent,
+    "finite-teacher-procedural-modified": finite_teacher.derive_procedural_modified,
     "finite-teacher-higher-order": finite_teacher.derive_higher_order_floor,
     "roughness-correlated": roughness.derive_correlated,
     "roughness-fractional": roughness.derive_fractional,

@@ -49,9 +49,10 @@ from ._law import Derivation
 from .accumulation import ones_quadratic_form
 
 __all__ = ["block_second_order_sum", "rough_share_iid", "derive_ensemble", "derive_procedural_coherent",
-           "derive_procedural_incoherent", "derive_higher_order_floor"]
+           "derive_procedural_incoherent", "derive_procedural_modified", "derive_higher_order_floor"]
 
 ell, L_T, A, B, T = sp.symbols("ell L_T A B T", positive=True)
+c, epsilon = sp.symbols("c epsilon", nonnegative=True)
 p = sp.Symbol("p", positive=True, integer=True)
 k, j = sp.symbols("k j", positive=True, integer=True)
 REFERENCES = (
@@ -135,6 +136,43 @@ def derive_procedural_incoherent() -> Derivation:
         REFERENCES,
         steps=(("local error of one student layer, in units of f'f", sp.Eq(sp.Symbol("e_l"), local)),
                ("finite-teacher factor F", sp.Eq(sp.Symbol("F"), _factor(loss)))),
+    )
+
+
+def derive_procedural_modified() -> Derivation:
+    r"""Trained students of a tied teacher: a modified field, and errors that add with a measured coherence.
+
+    A trained student layer is not the Euler step of the block's field: it is any map of its class,
+    and it learns :math:`ks\,f` exactly and part of the second-order term :math:`\binom k2 s^2 f'f`.
+    To leading order its local error is the rest, a share :math:`\varepsilon \le 1` of the Euler
+    student's (:math:`\varepsilon = 1`: the Euler student). The layers' errors, carried to the output,
+    add with a coherence :math:`C(\ell) = \mathbb E\|\sum_l p_l\|^2 / \sum_l \mathbb E\|p_l\|^2
+    \propto \ell^{c}` (:mod:`resflow.analysis.tracking`; :math:`c = 1` coherent, :math:`c = 0`
+    incoherent), so the loss is :math:`C\,\ell\,\varepsilon\,\|e_\ell\|^2`.
+    """
+    H, s = T / ell, T / L_T
+    local = sp.simplify(block_second_order_sum().subs(k, L_T / ell) * s**2)  # the Euler student's, per layer
+    total = ell**c * ell * epsilon * local**2  # coherence x layers x share left x (Euler local error)^2
+    derived = sp.simplify(total / T**4 * 4) * A
+    loss = A * epsilon * ell ** (c - 3) * (1 - ell / L_T) ** 2
+    assert sp.simplify(loss - derived) == 0
+    factor = sp.simplify(loss / sp.limit(loss, L_T, sp.oo))
+    assert sp.simplify(factor - (1 - ell / L_T) ** 2) == 0
+    return Derivation(
+        "finite-teacher-procedural-modified",
+        "trained student of a tied teacher of depth L_T: A eps l^(c-3) (1 - l/L_T)^2 (modified field, coherence l^c)",
+        sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, A, c, epsilon), _exponent(loss),
+        "Tied teacher = L_T Euler steps of one field (step T/L_T); a student layer reproduces k s f exactly and leaves "
+        "a share epsilon of the Euler student's second-order local error (a modified field); the layers' errors "
+        "reach the output with coherence l^c (c = 1 coherent, c = 0 incoherent). Leading order in s and H; l divides "
+        "L_T. The finite-teacher factor stays (1 - l/L_T)^2 as long as epsilon and c do not depend on l: a share "
+        "epsilon(l) ~ l^eta shifts the exponent by -eta, and a student whose layers cancel each other's second-order "
+        "error (a higher-order scheme across layers) leaves a third-order error with another discrete sum, where "
+        "this factor no longer applies. Both are measured: resflow.analysis.tracking.",
+        REFERENCES,
+        steps=(("the Euler student's local error per layer, in units of f'f", sp.Eq(sp.Symbol("e_l"), local)),
+               ("loss = coherence x layers x share left x (Euler local error)^2", sp.Eq(sp.Symbol("loss"), derived)),
+               ("finite-teacher factor F", sp.Eq(sp.Symbol("F"), factor))),
     )
 
 

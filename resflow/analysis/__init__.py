@@ -1,22 +1,24 @@
 """Analysis: what a run, a probe or a model says about how depth is used.
 
-===============  ============================================================================
-module           what it holds
-===============  ============================================================================
-``metrics``      hidden-state metrics (angles, norms, progress): one definition for every model
-``probes``       streaming aggregation of the metrics over tokens, early stopping, probe records
-``groups``       update angles within a functional group of layers and across its boundaries
-``fits``         depth exponents of a run: plain, law-aware, offset; the verdict; the regime
-``intervals``    intervals from independent replicates (Student t, bootstrap over replicates)
-``law_fit``      the finite-teacher factor of the law-aware fit
-``verdict``      the convergence verdict: half-length against full-length students
-``fit_records``  fits as ``fit`` store records and back
-``regimes``      the regime an exponent is consistent with (from the derived laws)
-``roughness``    the roughness law's predictions for a run of correlated/fractional teachers
-``compare``      theory, toy and LLM exponents side by side
-``plots``        figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
-``figure``       the figure type: a ``Figure`` that shows itself inline in Jupyter (``_repr_png_``)
-===============  ============================================================================
+=================  ==========================================================================
+module             what it holds
+=================  ==========================================================================
+``metrics``        hidden-state metrics (angles, norms, progress): one definition for every model
+``probes``         streaming aggregation of the metrics over tokens, early stopping, probe records
+``groups``         update angles within a functional group of layers and across its boundaries
+``fits``           depth exponents of a run: plain, law-aware, offset, asymptotic; the verdict; the regime
+``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)
+``law_fit``        the finite-teacher factor of the law-aware fit
+``verdict``        the convergence verdict (v2): the exponent's drift and every depth's remaining gain
+``extrapolation``  the loss along training lengths: its limit, the remaining gain, the asymptotic exponent
+``tracking``       a student against its teacher along depth: local errors and how coherently they add
+``fit_records``    fits as ``fit`` store records and back
+``regimes``        the regime an exponent is consistent with (from the derived laws)
+``roughness``      the roughness law's predictions for a run of correlated/fractional teachers
+``compare``        theory, toy and LLM exponents side by side
+``plots``          figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
+``figure``         the figure type: a ``Figure`` that shows itself inline in Jupyter (``_repr_png_``)
+=================  ==========================================================================
 
 Works on tensors of hidden states and on labelled Datasets; it trains nothing and opens no store.
 """
@@ -41,13 +43,14 @@ from .probes import (
 )
 from .regimes import classify, regime_predictions
 from .roughness import roughness_predictions
+from .tracking import TRACKING_LABELS, tracking_metrics
 from .verdict import Verdict, convergence_verdict
 
 __all__ = [
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
     "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature", "one_structure",
-    "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
+    "TRACKING_LABELS", "tracking_metrics", "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
     "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",
     "ComparisonRow", "DepthPart", "theory_rows", "toy_rows", "comparison_figure",

@@ -9,6 +9,7 @@ fits equal to the ones written, so a comparison never refits.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -21,12 +22,13 @@ __all__ = ["fits_to_dataset", "fits_from_dataset"]
 
 _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit record
     "n_replicates": ("replicates per depth", "1"),
-    "exponent": ("depth exponent alpha (loss ~ depth^-alpha): least-squares slope of the replicate-mean curve", "1"),
+    "exponent": ("depth exponent alpha (loss ~ depth^-alpha): mean over replicates of their least-squares slopes",
+                 "1"),
     "ci_low": ("lower end of the interval of alpha", "1"),
     "ci_high": ("upper end of the interval of alpha", "1"),
     "ci_method": ("how the interval was obtained", "1"),
-    "boot_low": ("lower end of the percentile bootstrap interval over replicates", "1"),
-    "boot_high": ("upper end of the percentile bootstrap interval over replicates", "1"),
+    "boot_low": ("lower end of the percentile bootstrap over replicates (NaN below 5 replicates)", "1"),
+    "boot_high": ("upper end of the percentile bootstrap over replicates (NaN below 5 replicates)", "1"),
     "law": ("finite-teacher law of the law-aware fit", "1"),
     "teacher_depth": ("teacher depth L_T", "layers"),
     "law_exponent": ("alpha of the law-aware fit (finite-teacher factor divided out)", "1"),
@@ -34,14 +36,29 @@ _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit r
     "law_ci_high": ("upper end of the interval of the law-aware alpha", "1"),
     "offset_exponent": ("alpha of the offset fit A depth^-alpha + C", "1"),
     "offset_floor": ("floor C of the offset fit", "loss"),
-    "half_exponent": ("alpha of the students trained half as long", "1"),
-    "exponent_shift": ("alpha minus the half-length alpha", "1"),
-    "loss_improvement": ("largest relative drop of a depth's loss from half to full length", "1"),
+    "previous_exponent": ("alpha at the second-longest training length", "1"),
+    "drift": ("alpha at the longest length minus at the previous one (mean of paired per-replicate differences)",
+              "1"),
+    "drift_low": ("lower end of the 90% interval of the drift", "1"),
+    "drift_high": ("upper end of the 90% interval of the drift", "1"),
+    "asymptotic_exponent": ("alpha of the extrapolated limits L_inf(depth): an estimate, never converged", "1"),
+    "asymptotic_ci_low": ("lower end of the interval of the asymptotic alpha", "1"),
+    "asymptotic_ci_high": ("upper end of the interval of the asymptotic alpha", "1"),
+    "asymptotic_law_exponent": ("law-aware alpha of the extrapolated limits: an estimate", "1"),
+    "asymptotic_law_ci_low": ("lower end of the interval of the asymptotic law-aware alpha", "1"),
+    "asymptotic_law_ci_high": ("upper end of the interval of the asymptotic law-aware alpha", "1"),
+    "asymptotic_regime": ("regime the asymptotic estimate points to (an estimate)", "1"),
     "converged": ("the convergence verdict", "1"),
     "verdict": ("the verdict in words, with the reason when not converged", "1"),
     "regime": ("regime the law-aware interval is consistent with (never for an unconverged series)", "1"),
 }
 _OPTIONAL = ("offset_exponent", "offset_floor")  # None is stored as NaN
+_BY_DEPTH = {  # SeriesFit per-depth field -> (variable, long_name, units)
+    "losses": ("loss_by_depth", "replicate-mean final test loss", "loss"),
+    "limits": ("limit_by_depth", "extrapolated limit of the loss along training (replicate mean)", "loss"),
+    "gains": ("gain_by_depth", "remaining gain (L(T) - L_inf) / L(T) (replicate mean; inf: no limit)", "1"),
+    "gain_highs": ("gain_high_by_depth", "upper end of the 90% interval of the remaining gain", "1"),
+}
 
 
 def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitSettings) -> xr.Dataset:
@@ -49,18 +66,18 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
     if not fits:
         raise ValueError("no fits to store")
     depths = sorted({d for f in fits for d in f.depths})
-    losses = np.full((len(fits), len(depths)), np.nan)
-    for i, f in enumerate(fits):
-        for d, v in zip(f.depths, f.losses, strict=False):
-            losses[i, depths.index(d)] = v
     data: dict[str, Any] = {}
     for name, (long_name, units) in _SCALARS.items():
         values = [getattr(f, name) for f in fits]
         if name in _OPTIONAL:
             values = [math.nan if v is None else v for v in values]
         data[name] = (("series",), np.asarray(values), {"long_name": long_name, "units": units})
-    data["loss_by_depth"] = (("series", "depth"), losses, {"long_name": "replicate-mean final test loss",
-                                                           "units": "loss"})
+    for field, (name, long_name, units) in _BY_DEPTH.items():
+        values = np.full((len(fits), len(depths)), np.nan)
+        for i, f in enumerate(fits):
+            for d, v in zip(f.depths, getattr(f, field), strict=False):
+                values[i, depths.index(d)] = v
+        data[name] = (("series", "depth"), values, {"long_name": long_name, "units": units})
     data["fitted_depth"] = (("series", "depth"), [[d in f.depths for d in depths] for f in fits],
                             {"long_name": "whether the series has this depth", "units": "1"})
     coords = {
@@ -73,7 +90,8 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
                         {"long_name": "teacher temperature (NaN for MSE)", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
     }
-    attrs = {"loss": fits[0].loss, "source_record": source_record, "fit_settings": settings.to_json()}
+    attrs = {"loss": fits[0].loss, "source_record": source_record, "fit_settings": settings.to_json(),
+             "lengths": json.dumps(list(fits[0].lengths))}
     return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
@@ -86,6 +104,8 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
         row = ds.isel(series=i)
         values: dict[str, Any] = {}
         for name in _SCALARS:
+            if name not in row:  # a record written before this field existed: the field's default
+                continue
             value = row[name].item()
             if name in _OPTIONAL:
                 value = None if not np.isfinite(value) else float(value)
@@ -99,13 +119,15 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
                 value = float(value)
             values[name] = value
         have = [d for d, keep in zip(depths, row["fitted_depth"].values, strict=True) if keep]
-        losses = tuple(float(v) for d, v in zip(depths, row["loss_by_depth"].values, strict=True)
-                       if d in have and np.isfinite(v))
+        per_depth = {field: tuple(float(v) for d, v in zip(depths, row[name].values, strict=True) if d in have)
+                     for field, (name, _, _) in _BY_DEPTH.items() if name in row}
+        per_depth["losses"] = tuple(v for v in per_depth["losses"] if np.isfinite(v))
         temperature = float(row["temperature"])
         groups = int(row["student_groups"].item()) if "student_groups" in row.coords else 0  # older records: plain
         out.append(SeriesFit(
             target=str(row["target"].item()), loss=str(ds.attrs.get("loss", "?")), scheme=str(row["scheme"].item()),
             student_groups=groups,
-            temperature=None if math.isnan(temperature) else temperature, depths=tuple(have), losses=losses, **values,
+            temperature=None if math.isnan(temperature) else temperature, depths=tuple(have),
+            lengths=tuple(json.loads(ds.attrs.get("lengths", "[1.0]"))), **per_depth, **values,
         ))
     return out

@@ -147,12 +147,19 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
         mean = final.mean("replicate").values
         ax.errorbar(depth, mean, yerr=[mean - final.min("replicate").values, final.max("replicate").values - mean],
                     fmt="o", color=color, ms=4, capsize=2)
-        if "length" in ds.dims and 0.5 in ds["length"].values:
-            half = ds["final_loss"].sel(sel).sel(length=0.5).mean("replicate").values
-            ax.loglog(depth, half, "o", mfc="none", color=color, ms=5, lw=0)
+        if "length" in ds.dims and ds.sizes["length"] > 1:  # the previous training length, hollow
+            previous = ds["final_loss"].sel(sel).sel(length=sorted(ds["length"].values)[-2]).mean("replicate").values
+            ax.loglog(depth, previous, "o", mfc="none", color=color, ms=5, lw=0)
         if np.isfinite(fit.exponent):
             ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.converged else "--",
                       color=color, lw=1.2, label=_fit_label(fit))
+        limits = np.asarray(fit.limits, float)
+        if limits.size == depth.size and np.all(np.isfinite(limits) & (limits > 0)):  # the asymptotic estimate
+            ax.loglog(depth, limits, "*", color=color, ms=7, lw=0,
+                      label=f"{_series_label(fit)}: extrapolated limits, asymptotic α="
+                            f"{fit.asymptotic_exponent:.2f} [{fit.asymptotic_ci_low:.2f}, {fit.asymptotic_ci_high:.2f}]"
+                            " (estimate)")
+            ax.loglog(depth, power_law(power_law_fit(depth, limits), depth), ":", color=color, lw=1.0)
         pred = regime_predictions(fit.scheme)
         if k == 0 or fit.scheme != fits[k - 1].scheme:
             anchor = mean[0]
@@ -160,7 +167,8 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
                                  (pred["procedural"][1], "-.")):
                 ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
-           title="loss vs depth (hollow: half as long; grey: slopes 1 · ·, 2p − −, 2p+1 −·)")
+           title="loss vs depth (hollow: the previous training length; stars: extrapolated limits;\n"
+                 "grey: slopes 1 · ·, 2p − −, 2p+1 −·)")
     _depth_ticks(ax, ds["depth"].values)
     ax.legend(fontsize=6.5)
     return ax

@@ -15,19 +15,47 @@ from resflow.experiments import registered
 from .app import app, console, err_console, interruptible, progress_bar, user_errors
 
 
+def _interval(value: float, low: float, high: float) -> str:
+    import math
+
+    if not math.isfinite(value):
+        return "–"
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) else f"{value:.2f} [–]"
+
+
+def _series(f) -> str:
+    parts = [f.target] + ([f.scheme] if f.scheme != "euler" else [])
+    parts += [f"{f.student_groups} weight groups"] if f.student_groups else []
+    parts += [f"T={f.temperature:g}"] if f.temperature is not None else []
+    return " ".join(parts)
+
+
 def fits_table(fits, title: str) -> Table:
+    """The exponents: plain and law-aware with their intervals, the verdict, the regime."""
     table = Table(title=title)
-    for column in ("target", "scheme", "T", "α", "95% CI", "law α", "95% CI ", "half-length α", "converged",
-                   "regime"):
+    for column in ("series", "α [95%]", "law α [95%]", "converged", "regime"):
         table.add_column(column)
     for f in fits:
-        table.add_row(
-            f.target, f.scheme + (f", {f.student_groups} weight groups" if f.student_groups else ""),
-            "-" if f.temperature is None else f"{f.temperature:g}",
-            f"{f.exponent:.2f}", f"[{f.ci_low:.2f}, {f.ci_high:.2f}]", f"{f.law_exponent:.2f}",
-            f"[{f.law_ci_low:.2f}, {f.law_ci_high:.2f}]", f"{f.half_exponent:.2f}",
-            "yes" if f.converged else "[red]no[/]", f.regime,
-        )
+        table.add_row(_series(f), _interval(f.exponent, f.ci_low, f.ci_high),
+                      _interval(f.law_exponent, f.law_ci_low, f.law_ci_high),
+                      "yes" if f.converged else "[red]no[/]", f.regime)
+    return table
+
+
+def convergence_table(fits, title: str = "Convergence (verdict v2) and asymptotic estimates") -> Table:
+    """What the verdict was judged on, and the exponents of the extrapolated limits (labelled estimates)."""
+    table = Table(title=title)
+    for column in ("series", "drift [90%]", "max gain", "asymptotic α [95%]", "asymptotic law α [95%]",
+                   "points to"):
+        table.add_column(column)
+    for f in fits:
+        gain = f.remaining_gain
+        where = f.depths[max(range(len(f.gains)), key=lambda i: f.gains[i])] if f.gains else None
+        table.add_row(_series(f), _interval(f.drift, f.drift_low, f.drift_high),
+                      "–" if gain != gain else ("no limit" if gain == float("inf") else f"{gain:.0%} (ℓ={where})"),
+                      _interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high),
+                      _interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high),
+                      f.asymptotic_regime)
     return table
 
 
@@ -76,6 +104,7 @@ def run(
             result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
                 step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))
         console.print(fits_table(result.fits, f"Depth exponents: loss ∝ depth^-α ({result.record})"))
+        console.print(convergence_table(result.fits))
         if any(not f.converged for f in result.fits):
             console.print(verdicts(result.fits), highlight=False)
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
@@ -98,6 +127,7 @@ def fit(
             return
         for r in runs:
             console.print(fits_table(r.fits, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})"))
+            console.print(convergence_table(r.fits))
             if any(not f.converged for f in r.fits):
                 console.print(verdicts(r.fits), highlight=False)
 

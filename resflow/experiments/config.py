@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._validate import check_int, check_real, check_sequence
+from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
 from ..sim.block import StudentSpec
@@ -38,8 +38,16 @@ class ExperimentConfig:
     targets so comparisons stay paired), its own data stream (seed ``seed + r``) and its own student
     initialisations; the replicates are numbered ``first_replicate ... first_replicate + replicates - 1``
     (a sweep cell is one replicate of a larger run: ``replicates=1, first_replicate=r``).  ``lengths``
-    are training lengths as fractions of ``train.steps``: ``(0.5, 1)`` adds a copy of every student
-    trained half as long, which the convergence verdict compares (:mod:`resflow.analysis.verdict`).
+    are training lengths as fractions of each student's steps: ``(0.25, 0.5, 1)`` adds copies of every
+    student trained a quarter and half as long, which the convergence verdict compares and the
+    asymptotic estimate extrapolates (:mod:`resflow.analysis.verdict`); the copies are forked from
+    the full-length students where their schedules coincide (:mod:`resflow.sim.engine`).
+    ``depth_budget`` spends the run's steps where the loss still falls: a student of depth
+    :math:`\\ell` trains for ``train.steps`` :math:`\\times (\\ell/\\ell_{\\max})^p` steps with
+    :math:`p` = ``depth_budget`` (0: every student the whole run).
+    ``init`` is ``"scratch"`` (every student from :func:`resflow.sim.init_student`) or ``"doubling"``
+    (depth-doubling continuation, :mod:`resflow.sim.continuation`: each depth from the trained
+    students of half its depth; a measurement of convergence, not the recipe).
     ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,
     :attr:`resflow.sim.StudentSpec.groups`); ``(0, 4)`` trains both, side by side.
@@ -58,9 +66,11 @@ class ExperimentConfig:
     replicates: int = 3
     seed: int = 0
     first_replicate: int = 0
-    lengths: tuple[float, ...] = (0.5, 1.0)
+    lengths: tuple[float, ...] = (0.25, 0.5, 1.0)
     train: TrainConfig = field(default_factory=TrainConfig)
     student_groups: tuple[int, ...] = (0,)
+    depth_budget: float = 0.0
+    init: str = "scratch"
 
     def __post_init__(self) -> None:
         if not isinstance(self.experiment, str) or not self.experiment:
@@ -83,7 +93,7 @@ class ExperimentConfig:
         lengths = tuple(sorted(check_real("lengths", v, low=0.0, high=1.0, low_open=True) for v in self.lengths))
         if not lengths or lengths[-1] != 1.0 or len(set(lengths)) != len(lengths):
             raise ConfigError(f"lengths must be distinct fractions in (0, 1] including 1 (the whole run); got "
-                              f"{self.lengths}. Use (1,) for no convergence check, (0.5, 1) for the verdict.")
+                              f"{self.lengths}. Use (1,) for no convergence check, (0.25, 0.5, 1) for the verdict.")
         object.__setattr__(self, "lengths", lengths)
         groups = tuple(sorted(check_int("student_groups", g, minimum=0) for g in check_sequence(
             "student_groups", self.student_groups, example="(0, 4)")))
@@ -91,6 +101,10 @@ class ExperimentConfig:
             raise ConfigError(f"student_groups must be distinct numbers of weight groups (0: a plain student); got "
                               f"{self.student_groups}. E.g. (0,) or (0, 4).")
         object.__setattr__(self, "student_groups", groups)
+        object.__setattr__(self, "depth_budget", check_real("depth_budget", self.depth_budget, low=0.0))
+        check_choice("init", self.init, ("scratch", "doubling"))
+        if self.init == "doubling" and any(b != 2 * a for a, b in zip(self.depths, self.depths[1:], strict=False)):
+            raise ConfigError(f"init='doubling' needs depths that double (like 2, 4, 8, 16); got {self.depths}.")
         if not isinstance(self.train, TrainConfig):
             raise ConfigError(f"train must be a TrainConfig; got {type(self.train).__name__}.")
         for t in self.targets:
@@ -113,9 +127,14 @@ class ExperimentConfig:
         """The replicates of this run: ``first_replicate``, ..., ``first_replicate + replicates - 1``."""
         return range(self.first_replicate, self.first_replicate + self.replicates)
 
+    def budget(self, depth: int) -> float:
+        """The share of ``train.steps`` a student of ``depth`` trains for at length 1:
+        :math:`(\\ell/\\ell_{\\max})^p`."""
+        return (depth / max(self.depths)) ** self.depth_budget
+
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
-        return [StudentSpec(t, s, d, r, temp, length, k) for t in self.targets for s in self.schemes
+        return [StudentSpec(t, s, d, r, temp, length, k, self.budget(d)) for t in self.targets for s in self.schemes
                 for d in self.depths for r in self.replicate_ids for temp in temps for length in self.lengths
                 for k in self.student_groups]
 
@@ -123,6 +142,10 @@ class ExperimentConfig:
         out = dataclasses.asdict(self)
         if self.student_groups == (0,):  # plain students only: the dict (and run ids, sweep ids) of before the field
             del out["student_groups"]
+        if self.depth_budget == 0.0:  # every student the whole run: as before the field
+            del out["depth_budget"]
+        if self.init == "scratch":
+            del out["init"]
         return out
 
     def to_json(self) -> str:

@@ -12,10 +12,13 @@ module              what it holds
 ``targets``         teacher outputs for a batch, every teacher evaluated once
 ``data``            :class:`DataStream`: fresh training and evaluation inputs from seeded generators
 ``optim``           Adam on a flat buffer with a learning rate per element
+``soap``            SOAP (Adam in Shampoo's eigenbasis) on a bank's flat buffers, batched
 ``state``           :class:`TrainState` and versioned checkpoints
 ``graphs``          CUDA graphs of the training step (GPU only)
-``engine``          :class:`Trainer` (``init``/``step``/``evaluate``) and the driver :func:`train`
+``engine``          :class:`Trainer`: ``init``/``step``/``evaluate``, banks, forks, optimiser updates
+``driver``          :func:`train`: the loop around the trainer (evaluations, checkpoints, resume)
 ``hidden``          hidden-state metrics of the trained students (fixed inputs, a metric function)
+``continuation``    depth-doubling continuation: a deep student from a trained one of half its depth
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
 ``results``         :class:`TrainingResult` and :func:`build_dataset` (the run as a labelled Dataset)
 ``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
@@ -35,8 +38,10 @@ from .block import (
     student_forward,
     student_logits,
 )
-from .config import TrainConfig, lr_multiplier, student_lr
-from .engine import Trainer, train
+from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
+from .continuation import split_layers, train_by_doubling
+from .driver import train
+from .engine import Trainer
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
 from .reference_loop import train_reference
 from .results import TrainingResult, build_dataset
@@ -48,4 +53,5 @@ __all__ = [
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
     "write_bench_json", "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
+    "shared_schedule", "split_layers", "train_by_doubling",
 ]

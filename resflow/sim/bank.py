@@ -14,6 +14,8 @@ equal stay equal under Adam (elementwise).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from ..dynamics.tableau import get_tableau
@@ -70,12 +72,14 @@ class StudentBank:
         """The learned heads ``(n, vocab, width)`` in a flat buffer."""
         return flat[self.size - self.head_size:].view(len(self.specs), self.vocab, self.width)
 
-    def initial_parameters(self, dtype: torch.dtype) -> torch.Tensor:
-        """The flat buffer of every student's :func:`~resflow.sim.block.init_student` values (CPU)."""
+    def initial_parameters(self, dtype: torch.dtype, given: Mapping[StudentSpec, dict] | None = None) -> torch.Tensor:
+        """The flat buffer of every student's :func:`~resflow.sim.block.init_student` values (CPU), or of the
+        parameters ``given`` for a student (as :func:`~resflow.sim.block.init_student` returns them)."""
         flat = torch.empty(self.size, dtype=dtype)
         layers = self.layers(flat)
+        given = {repr(k): v for k, v in (given or {}).items()}  # by repr: a NaN temperature never equals itself
         for i, spec in enumerate(self.specs):
-            init = init_student(spec, self.width, self.hidden, self.vocab, dtype)
+            init = given.get(repr(spec)) or init_student(spec, self.width, self.hidden, self.vocab, dtype)
             for layer in range(spec.depth):
                 for name in ("W1", "b1", "W2"):
                     getattr(layers[layer], name)[i] = init[name][layer]

@@ -242,7 +242,7 @@ def precision_check(device: str = "cuda", *, case: str = "study", steps: int = 3
                     other: dict[str, bool] | None = None) -> PrecisionCheck:
     """Train ``case`` for ``steps`` steps twice -- as configured, then with ``other`` TrainConfig
     settings (default ``{"tf32": True}``) -- and compare the students' final test losses."""
-    from .engine import train
+    from .driver import train
 
     other = other or {"tf32": True}
     specs, teachers, config = CASES[case].build(str(resolve_device(device)))

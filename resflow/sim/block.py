@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..noise import group_of
 
 __all__ = ["StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
-           "student_forward", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES"]
+           "student_forward", "student_layer_steps", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
@@ -59,12 +59,16 @@ class StudentSpec:
     temperature : float
         KL teacher temperature (NaN for MSE).
     length : float
-        Its training length as a fraction of the run's steps (1: the whole run; 0.5: a copy trained
+        Its training length as a fraction of its budget (1: the whole budget; 0.5: a copy trained
         for half as long, with the schedule compressed to its length, for the convergence verdict).
     groups : int
         0 (a plain student): every layer has its own weights.  ``K >= 1`` (a group-structured
         student): its layers are split into ``min(K, depth)`` contiguous groups
         (:func:`layer_groups`) and the weights are shared within a group.
+    budget : float
+        Its share of the run's steps, in (0, 1]: at length 1 it trains for ``budget`` times the run's
+        steps (:meth:`steps`).  Students of one run may have different budgets (an experiment gives
+        deeper students more, ``depth_budget``); 1 is the whole run.
     """
 
     target: str
@@ -74,16 +78,24 @@ class StudentSpec:
     temperature: float = float("nan")
     length: float = 1.0
     groups: int = 0
+    budget: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.groups, bool) or not isinstance(self.groups, int) or self.groups < 0:
             raise ConfigError(f"groups must be 0 (every layer its own weights) or a number of weight groups >= 1; "
                               f"got {self.groups!r}.")
+        if isinstance(self.budget, bool) or not isinstance(self.budget, int | float) or not 0 < self.budget <= 1:
+            raise ConfigError(f"budget must be a share of the run's steps in (0, 1]; got {self.budget!r}.")
 
-    def __repr__(self) -> str:  # a plain student's repr stays what it was before `groups` (checkpoint fingerprints)
+    def __repr__(self) -> str:  # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
         fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
-                  if not (f.name == "groups" and self.groups == 0)]
+                  if not (f.name == "groups" and self.groups == 0) and not (f.name == "budget" and self.budget == 1)]
         return f"StudentSpec({', '.join(fields)})"
+
+    def steps(self, run_steps: int) -> int:
+        """Optimiser steps this student trains in a run of ``run_steps``: ``length * budget * run_steps``, rounded
+        (0 means it cannot be trained)."""
+        return round(self.length * self.budget * run_steps)
 
     def sort_key(self) -> tuple:
         """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe),
@@ -167,6 +179,15 @@ def student_forward(params: dict[str, torch.Tensor], x: torch.Tensor, tableau: B
         h = student_block(h, params["W1"][layer], params["b1"][layer], params["W2"][layer], tableau)
         states.append(h)
     return torch.stack(states) if return_states else h
+
+
+def student_layer_steps(params: dict[str, torch.Tensor], states: torch.Tensor, tableau: ButcherTableau) -> torch.Tensor:
+    r"""Each layer of a student applied to its own input: layer :math:`l` to ``states[l]``, for
+    :math:`l = 0..\ell-1` (``states`` ``(>= depth, batch, width)``, e.g. a teacher's states at matching
+    times); shape ``(depth, batch, width)``."""
+    depth = params["W1"].shape[0]
+    return torch.stack([student_block(states[layer], params["W1"][layer], params["b1"][layer], params["W2"][layer],
+                                      tableau) for layer in range(depth)])
 
 
 def student_logits(h: torch.Tensor, head: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:

@@ -17,7 +17,7 @@ from typing import Any
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..errors import ConfigError
 
-__all__ = ["TrainConfig", "lr_multiplier", "student_lr"]
+__all__ = ["TrainConfig", "lr_multiplier", "student_lr", "shared_schedule"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,14 @@ class TrainConfig:
         Shape of the decay from full to ``final_lr_fraction``.
     final_lr_fraction : float
         Learning rate at the last step, as a fraction of the full one.
+    optimizer : {"adam", "soap"}
+        Adam (the study's), or SOAP: Adam in the eigenbasis of Shampoo's preconditioner
+        (:mod:`resflow.sim.soap`); both use ``adam_beta1``, ``adam_beta2``, ``adam_eps``.
     adam_beta1, adam_beta2, adam_eps : float
+    precondition_frequency : int
+        SOAP only: steps between recomputations of the preconditioner's eigenbases.
+    shampoo_beta : float
+        SOAP only: decay of the preconditioner's Kronecker factors.
     eval_every : int
         Steps between test-loss evaluations (loss curves).
     eval_batches, eval_batch_size : int
@@ -74,9 +81,12 @@ class TrainConfig:
     constant_fraction: float = 0.8
     decay: str = "linear"
     final_lr_fraction: float = 0.1
+    optimizer: str = "adam"
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-8
+    precondition_frequency: int = 10
+    shampoo_beta: float = 0.95
     eval_every: int = 250
     eval_batches: int = 8
     eval_batch_size: int = 2048
@@ -88,9 +98,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        for name in ("steps", "batch", "eval_every", "eval_batches", "eval_batch_size", "checkpoint_every"):
+        for name in ("steps", "batch", "eval_every", "eval_batches", "eval_batch_size", "checkpoint_every",
+                     "precondition_frequency"):
             set_(name, check_int(name, getattr(self, name), minimum=1))
         check_choice("loss", self.loss, ("mse", "kl"))
+        check_choice("optimizer", self.optimizer, ("adam", "soap"))
         check_choice("head", self.head, ("learned", "shared"))
         check_choice("decay", self.decay, ("linear", "geometric", "none"))
         check_choice("dtype", self.dtype, ("float32", "float64"))
@@ -105,14 +117,18 @@ class TrainConfig:
         set_("constant_fraction", check_real("constant_fraction", self.constant_fraction, low=0.0, high=1.0))
         set_("final_lr_fraction", check_real("final_lr_fraction", self.final_lr_fraction, low=0.0, high=1.0,
                                              low_open=True))
-        for name in ("adam_beta1", "adam_beta2"):
+        for name in ("adam_beta1", "adam_beta2", "shampoo_beta"):
             set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0, high_open=True))
         for name in ("lr_depth_scaling", "head_lr_depth_scaling", "tf32", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}.")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.optimizer == "adam":  # Adam runs: the dict (run ids, fingerprints) of before the SOAP fields
+            for name in ("optimizer", "precondition_frequency", "shampoo_beta"):
+                del out[name]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -131,6 +147,22 @@ def lr_multiplier(step: int, config: TrainConfig, total: int | None = None) -> f
     if config.decay == "linear":
         return 1.0 - (1.0 - config.final_lr_fraction) * progress
     return config.final_lr_fraction**progress
+
+
+def shared_schedule(short: int, long: int, config: TrainConfig) -> int:
+    """How many leading steps a student trained for ``short`` steps shares with one trained for ``long``
+    (``short <= long``): the steps at which both compressed schedules give the same multiplier.
+
+    With a constant phase, that is the short schedule's constant phase (both at full rate); without
+    decay (or decaying to the full rate) it is the whole of ``short``.  A student of the short length
+    is the long one's state after this many steps, trained on from there with its own schedule: the
+    engine forks it there instead of training it from the start.
+    """
+    if short > long:
+        raise ValueError(f"short ({short}) must not exceed long ({long})")
+    if config.decay == "none" or config.final_lr_fraction == 1.0:
+        return short
+    return min(math.ceil(config.constant_fraction * short), short)
 
 
 def student_lr(depth: int, config: TrainConfig, *, head: bool = False) -> float:

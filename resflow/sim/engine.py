@@ -1,4 +1,4 @@
-r"""The training engine: a state/step core and a short driver loop.
+r"""The training engine: a state/step core (the driver loop is :mod:`resflow.sim.driver`).
 
 :class:`Trainer` is the core, built once per run from the students, the teachers and the
 :class:`~resflow.sim.config.TrainConfig`; it holds what never changes (the banks' layout, the
@@ -12,23 +12,27 @@ teachers, per-element learning rates, scratch buffers).  Everything that changes
   a student whose loss or gradient is not finite is frozen and marked failed with the reason;
 * ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
 
-Students are grouped in banks by scheme, training length and structure (plain, or weights shared
-within groups of layers: :meth:`~resflow.sim.bank.StudentBank.tie`): a bank of length 0.5 (the half-length
-copies of the convergence verdict) trains for the first half of the run with its schedule
-compressed to that length, then stays frozen and is evaluated with the others at the end.
+Students are grouped in banks by scheme, structure (plain, or weights shared within groups of
+layers: :meth:`~resflow.sim.bank.StudentBank.tie`), budget and training length; every student trains
+for its own number of steps (:meth:`~resflow.sim.block.StudentSpec.steps`) with the schedule
+compressed to it, then stays frozen and is evaluated with the others at the end.  A bank of shorter
+copies (the lengths 1/4, 1/2 of the convergence verdict) is **forked** from the bank of the same
+students at full length: its schedule coincides with theirs for its first steps
+(:func:`~resflow.sim.config.shared_schedule`: the constant phase), so it starts as a copy of their
+state (parameters and optimiser moments) at that step and trains only from there -- the same
+students, data and updates as copies trained from the start, for less work.
 
-:func:`train` is the driver: evaluations every ``eval_every`` steps, atomic checkpoints every
-``checkpoint_every`` steps and on Ctrl-C, resume, progress.  No global torch setting is changed:
-TF32 (``train.tf32`` on a GPU) is switched on for the loop only and restored after it.
+No global torch setting is changed: TF32 (``train.tf32`` on a GPU) is switched on for the training
+loop only (:meth:`Trainer.precision`) and restored after it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import math
-import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Hashable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -38,18 +42,17 @@ from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError, IncompatibleOptionsError
 from .bank import StudentBank
 from .block import StudentSpec
-from .config import TrainConfig, lr_multiplier, student_lr
+from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
 from .data import ReplicateStreams
 from .graphs import StepGraphs
-from .hidden import METRIC_BATCH, StateMetrics, hidden_metrics
 from .kernels import bank_backward, bank_forward, kl_head, mse_head
 from .optim import AdamSettings, adam_apply, adam_scalars
-from .results import TrainingResult
-from .state import CHECKPOINT_NAME, TrainState, load_checkpoint, save_checkpoint
+from .soap import SoapLayout, SoapSettings, soap_apply, soap_init
+from .state import CHECKPOINT_NAME, TrainState
 from .targets import Targets, teacher_key
 from .teacher import Teacher
 
-__all__ = ["Trainer", "train", "resolve_device", "StateMetrics", "CHECKPOINT_NAME", "METRIC_BATCH", "PREFETCH"]
+__all__ = ["Trainer", "resolve_device", "CHECKPOINT_NAME", "PREFETCH"]
 
 PREFETCH = 8  # training batches drawn at once, their teacher outputs computed in one pass
 
@@ -73,8 +76,9 @@ def _check(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], confi
         get_tableau(s.scheme)
         if config.loss == "kl" and s.temperature not in config.temperatures:
             raise ConfigError(f"student temperature {s.temperature} is not in temperatures {config.temperatures}.")
-        if not 0.0 < s.length <= 1.0 or round(s.length * config.steps) < 1:
-            raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got {s.length}.")
+        if not 0.0 < s.length <= 1.0 or s.steps(config.steps) < 1:
+            raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got length "
+                              f"{s.length} of budget {s.budget} of {config.steps} steps.")
     widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
     if len(widths) != 1:
         raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")
@@ -94,14 +98,21 @@ class Trainer:
         self.replicates = sorted({s.replicate for s in specs})
         self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl", self.dtype,
                                self.device)
-        # a bank per scheme, training length and student structure (plain, or K weight groups)
-        keys = sorted({(s.scheme, s.length, s.groups) for s in specs}, key=lambda g: (g[0], -g[1], g[2]))
-        self.banks = [StudentBank([s for s in specs if (s.scheme, s.length, s.groups) == g], self.width, hidden,
-                                  vocab) for g in keys]
-        self.bank_steps = [round(g[1] * config.steps) for g in keys]
+        # a bank per scheme, student structure (plain, or K weight groups), budget and training length
+        def key(s: StudentSpec) -> tuple:
+            return s.scheme, s.groups, -s.budget, -s.length
+
+        keys = sorted({key(s) for s in specs})
+        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab) for g in keys]
+        self.bank_steps = [bank.specs[0].steps(config.steps) for bank in self.banks]
+        self.bank_parent, self.bank_start = self._forks(config)
         self.order = [s for bank in self.banks for s in bank.specs]
         self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
         self.adam = AdamSettings(config.adam_beta1, config.adam_beta2, config.adam_eps)
+        self.soap = (SoapSettings(config.adam_beta1, config.adam_beta2, config.adam_eps, config.shampoo_beta,
+                                  config.precondition_frequency) if config.optimizer == "soap" else None)
+        trains_head = config.loss == "kl" and config.head == "learned"
+        self.soap_layouts = [SoapLayout(bank, heads=trains_head) for bank in self.banks] if self.soap else []
         self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype,
                                     [student_lr(s.depth, config, head=True) for s in bank.specs]).to(self.device)
                    for bank in self.banks]
@@ -119,27 +130,68 @@ class Trainer:
                                                    for s in b.specs], dtype=self.dtype, device=self.device)
                                      for b in self.banks]
         self._views: dict[tuple, tuple] = {}
-        self.graphs = StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs else None
+        # CUDA graphs replay Adam's update; SOAP steps run eagerly
+        self.graphs = (StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs and self.soap is None
+                       else None)
+
+    def _forks(self, config: TrainConfig) -> tuple[list[int | None], list[int]]:
+        """For each bank, the longer bank it is forked from (None: trained from the start) and its first step."""
+        parents: list[int | None] = []
+        starts: list[int] = []
+        for k, bank in enumerate(self.banks):
+            parent = None
+            for j in range(k):  # the longest earlier bank holding the same students (banks sort longest first)
+                other = self.banks[j]
+                if [dataclasses.replace(s, length=other.specs[0].length) for s in bank.specs] == other.specs:
+                    parent = j
+                    break
+            start = 0 if parent is None else shared_schedule(self.bank_steps[k], self.bank_steps[parent], config)
+            parents.append(parent if start > 0 else None)
+            starts.append(start)
+        return parents, starts
 
     # ------------------------------------------------------------------ the core
-    def fingerprint(self, seed: int) -> dict:
+    def fingerprint(self, seed: int, initial: Mapping[StudentSpec, dict] | None = None) -> dict:
         """What a checkpoint must match to be resumed by this trainer."""
-        return {"config": self.config.to_json(), "specs": [repr(s) for s in self.order], "seed": seed,
-                "teachers": {str(k): t.config.to_json() for k, t in self.targets.teachers.items()}}
+        out = {"config": self.config.to_json(), "specs": [repr(s) for s in self.order], "seed": seed,
+               "teachers": {str(k): t.config.to_json() for k, t in self.targets.teachers.items()}}
+        if initial:  # students that start from given parameters: a digest of them
+            digest = hashlib.sha256()
+            given = {repr(k): v for k, v in initial.items()}
+            for spec in self.order:
+                for name, value in sorted(given.get(repr(spec), {}).items()):
+                    digest.update(name.encode() + value.detach().cpu().double().numpy().tobytes())
+            out["initial"] = digest.hexdigest()
+        return out
 
-    def init(self, seed: int = 0) -> TrainState:
-        """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it, zero Adam moments,
-        one data stream per replicate."""
-        params = [bank.initial_parameters(self.dtype).to(self.device) for bank in self.banks]
+    def init(self, seed: int = 0, initial: Mapping[StudentSpec, dict] | None = None) -> TrainState:
+        """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it (or as ``initial``
+        gives it, e.g. :func:`resflow.sim.continuation.split_layers`), zero optimiser moments, one data stream
+        per replicate."""
+        params = [bank.initial_parameters(self.dtype, initial).to(self.device) for bank in self.banks]
         n = len(self.order)
+        precond = [torch.zeros(layout.size, dtype=self.dtype, device=self.device) for layout in self.soap_layouts]
         return TrainState(step=0, params=params, adam_m=[torch.zeros_like(p) for p in params],
                           adam_v=[torch.zeros_like(p) for p in params],
                           data=ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device),
-                          failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n)
+                          failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n,
+                          precond=precond, bases=[torch.zeros_like(p) for p in precond])
 
     def active(self, step: int) -> list[int]:
-        """Banks still training at ``step``."""
-        return [k for k, steps in enumerate(self.bank_steps) if step < steps]
+        """Banks training at ``step`` (forked banks from their fork on)."""
+        return [k for k, steps in enumerate(self.bank_steps) if self.bank_start[k] <= step < steps]
+
+    def _fork(self, state: TrainState) -> None:
+        """Banks whose fork is at this step start as copies of their parent's students (parameters, optimiser
+        moments, failures)."""
+        for k, parent in enumerate(self.bank_parent):
+            if parent is not None and self.bank_start[k] == state.step:
+                for buffers in state.optimiser_buffers:
+                    buffers[k].copy_(buffers[parent])
+                child, source = slice(self.offsets[k], self.offsets[k + 1]), slice(self.offsets[parent],
+                                                                                   self.offsets[parent + 1])
+                state.failed[child] = state.failed[source]
+                state.reasons[child] = state.reasons[source]
 
     def _layers(self, k: int, flat: torch.Tensor):
         key = (k, flat.data_ptr())
@@ -192,6 +244,7 @@ class Trainer:
         """One Adam step of every student still training, on the batches ``x`` (R, B, d); returns the
         state (its buffers are updated in place).  ``finals``: the slots' teacher outputs on ``x``, if
         known (:meth:`next_batch`)."""
+        self._fork(state)
         banks = self.active(state.step)
         if finals is None:
             finals = self.targets.final_states(x)
@@ -211,6 +264,16 @@ class Trainer:
         return state
 
     def _update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None:
+        if self.soap is not None:
+            for k in banks:
+                args = (self.soap_layouts[k], self.grads[k], state.precond[k], state.bases[k])
+                if state.step == 0:  # SOAP's first step sets up its preconditioner only
+                    soap_init(*args, self.soap)
+                else:
+                    soap_apply(self.soap_layouts[k], state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k],
+                               state.precond[k], state.bases[k], self.lr[k], self.soap, self.work[k], state.step + 1,
+                               lr_multiplier(state.step, self.config, self.bank_steps[k]))
+            return
         for k, (coef, bias2_sqrt) in zip(banks, scalars, strict=True):
             adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr[k], self.adam,
                        self.work[k], coef, bias2_sqrt)
@@ -253,8 +316,17 @@ class Trainer:
             final, _ = bank_forward(h0[self.replicate_index[k]], self._layers(k, state.params[k])[0], bank.a, bank.b)
             out.append(self._bank_loss(k, final, targets, state.params[k], with_grad=False)[0])
         values = torch.cat(out).double().cpu()
+        for k, parent in enumerate(self.bank_parent):  # not forked yet: its students are still the parent's
+            if parent is not None and state.step < self.bank_start[k]:
+                values[self.offsets[k]:self.offsets[k + 1]] = values[self.offsets[parent]:self.offsets[parent + 1]]
         values[state.failed] = math.nan
         return values
+
+    def student_parameters(self, state: TrainState, index: int) -> dict[str, torch.Tensor]:
+        """The parameters of student ``index`` (trainer order), as :func:`~resflow.sim.block.init_student`
+        gives them."""
+        k = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        return self.banks[k].student_parameters(state.params[k], index - self.offsets[k])
 
     @torch.no_grad()
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
@@ -284,100 +356,3 @@ class Trainer:
             yield
         finally:
             torch.backends.cuda.matmul.allow_tf32 = previous
-
-
-# ------------------------------------------------------------------------------------------ driver
-def train(
-    specs: list[StudentSpec],
-    teachers: Mapping[Hashable, Teacher],
-    config: TrainConfig,
-    *,
-    seed: int = 0,
-    run_dir: Path | None = None,
-    resume: bool = False,
-    progress: Callable[[int, int, dict[str, float]], None] | None = None,
-    stop_after: int | None = None,
-    state_metrics: StateMetrics | None = None,
-) -> TrainingResult:
-    """Train all ``specs`` against their teachers, batched (see the module docstring).
-
-    Parameters
-    ----------
-    specs : list of StudentSpec
-    teachers : mapping
-        ``(target, replicate)`` or ``target`` -> :class:`~resflow.sim.Teacher`
-        (:func:`~resflow.sim.targets.teacher_key`).
-    config : TrainConfig
-    seed : int
-        Seed of the data streams (replicate ``r`` uses ``seed + r``; initialisations come from each spec).
-    run_dir : Path, optional
-        Where the checkpoint lives; without it nothing is written.
-    resume : bool
-        Continue from ``run_dir/checkpoint.pt``.
-    progress : callable, optional
-        ``progress(step, total, mean train loss per target)``, about every 1% of training.
-    stop_after : int, optional
-        Stop (after checkpointing) once this many steps are done; for tests of resumption.
-    state_metrics : callable, optional
-        Hidden-state metrics to record for every trained student (per-layer means over
-        ``METRIC_BATCH`` fixed inputs), e.g. :func:`resflow.analysis.token_metrics`.
-    """
-    trainer = Trainer(specs, teachers, config)
-    state = trainer.init(seed)
-    fingerprint = trainer.fingerprint(seed)
-    checkpoint = None if run_dir is None else Path(run_dir) / CHECKPOINT_NAME
-    if resume:
-        if checkpoint is None:
-            raise ConfigError("nothing to resume: no run directory given.")
-        state.load(load_checkpoint(checkpoint, fingerprint))
-
-    def save() -> None:
-        if checkpoint is not None:
-            save_checkpoint(checkpoint, state, fingerprint)
-
-    def evaluate(keep_batches: bool = False):
-        losses = np.stack([trainer.evaluate(state, state.data.eval_batch(config.eval_batch_size)).numpy()
-                           for _ in range(config.eval_batches)], axis=1)  # (n, K)
-        return losses if keep_batches else losses.mean(axis=1)
-
-    t0 = time.perf_counter()
-    report_every = max(config.steps // 100, 1)
-    with trainer.precision():
-        try:
-            while state.step < config.steps:
-                if state.step % config.eval_every == 0 and (not state.eval_steps or state.eval_steps[-1] != state.step):
-                    state.eval_steps.append(state.step)
-                    state.history.append(evaluate())
-                state = trainer.step(state, *trainer.next_batch(state))
-                if progress is not None and (state.step % report_every == 0 or state.step == config.steps):
-                    progress(state.step, config.steps, _summary(trainer.order, state))
-                # the last checkpoint is the trained state *before* the final evaluation, so resuming a run
-                # killed after training (before its record was written) evaluates it exactly as it would have
-                if (state.step % config.checkpoint_every == 0 or state.step >= config.steps
-                        or (stop_after is not None and state.step >= stop_after)):
-                    save()
-                    if stop_after is not None and state.step >= stop_after:
-                        break
-        except KeyboardInterrupt:
-            save()
-            raise
-        finished = state.step >= config.steps
-        n = len(trainer.order)
-        final_batches = evaluate(keep_batches=True) if finished else np.full((n, config.eval_batches), np.nan)
-        if finished:
-            state.eval_steps.append(state.step)
-            state.history.append(final_batches.mean(axis=1))
-        hidden = hidden_metrics(trainer, state, state_metrics) if state_metrics is not None else {}
-    return TrainingResult(
-        specs=trainer.order, eval_steps=list(state.eval_steps), test_loss=np.stack(state.history, axis=1),
-        final_batches=final_batches, failed=state.failed.numpy().copy(), fail_reason=list(state.reasons),
-        hidden=hidden, wall_time=time.perf_counter() - t0, device=str(trainer.device), steps_done=state.step,
-    )
-
-
-def _summary(order: list[StudentSpec], state: TrainState) -> dict[str, float]:
-    out: dict[str, list[float]] = {}
-    for spec, value, bad in zip(order, state.last_loss.tolist(), state.failed.tolist(), strict=True):
-        if not bad and math.isfinite(value):
-            out.setdefault(spec.target, []).append(value)
-    return {k: float(np.mean(v)) for k, v in out.items()}

@@ -4,10 +4,13 @@ The plain way to train the students of :mod:`resflow.sim.block`: one student at 
 forward through :func:`~resflow.sim.block.student_forward`, its loss through
 :func:`~resflow.sim.block.mse_loss`/:func:`~resflow.sim.block.kl_loss`, gradients by autograd,
 ``torch.optim.Adam``; the same data stream, schedule and evaluation as the batched engine
-(:func:`resflow.sim.engine.train`).  It is the baseline of ``resflow bench`` and the reference of
+(:func:`resflow.sim.driver.train`).  It is the baseline of ``resflow bench`` and the reference of
 the engine's equivalence test.  A group-structured student holds one leaf tensor per shared weight
 and indexes it by layer (true weight sharing, autograd summing the copies' gradients), where the
-engine keeps copies and sums their gradients itself.  CPU or GPU; no checkpoints.
+engine keeps copies and sums their gradients itself.  With ``optimizer="soap"`` every weight matrix
+(each stage of each layer, and the head) is a leaf of its own and the optimiser is the reference
+implementation, ``pytorch_optimizer.SOAP`` (the ``dev`` extra): what the engine's batched SOAP
+(:mod:`resflow.sim.soap`) is checked against.  CPU or GPU; no checkpoints.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 import torch
 
 from ..dynamics.tableau import get_tableau
+from ..errors import ConfigError
 from .block import (
     StudentSpec,
     first_layers,
@@ -65,17 +69,38 @@ class ReferenceLoop:
             groups = layer_groups(spec)
             if groups is not None:  # one leaf per shared weight: (groups, ...), indexed by layer in the forward
                 init.update({k: init[k][first_layers(groups)] for k in ("W1", "b1", "W2")})
-            params = {k: v.to(self.device).requires_grad_(True) for k, v in init.items()}
-            blocks = [params[k] for k in ("W1", "b1", "W2")]
-            opt = torch.optim.Adam([{"params": blocks, "lr": student_lr(spec.depth, config)},
-                                    {"params": [params["head"]], "lr": student_lr(spec.depth, config, head=True)}],
-                                   betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
-                                   foreach=False, fused=False)
-            self.students.append((spec, params, opt, get_tableau(spec.scheme)))
+            if config.optimizer == "soap":  # one leaf per matrix (and per bias vector), stacked in the forward
+                leaves = {k: [[v[i, j].to(self.device).requires_grad_(True) for j in range(v.shape[1])]
+                              for i in range(v.shape[0])] for k, v in init.items() if k != "head"}
+                leaves["head"] = init["head"].to(self.device).requires_grad_(True)
+                blocks = [leaf for k in ("W1", "b1", "W2") for row in leaves[k] for leaf in row]
+                params = leaves
+            else:
+                params = {k: v.to(self.device).requires_grad_(True) for k, v in init.items()}
+                blocks = [params[k] for k in ("W1", "b1", "W2")]
+            groups = [{"params": blocks, "lr": student_lr(spec.depth, config)},
+                      {"params": [params["head"]], "lr": student_lr(spec.depth, config, head=True)}]
+            self.students.append((spec, params, self._optimizer(groups), get_tableau(spec.scheme)))
         self.steps_done = 0
+
+    def _optimizer(self, groups: list[dict]) -> torch.optim.Optimizer:
+        config = self.config
+        betas = (config.adam_beta1, config.adam_beta2)
+        if config.optimizer == "adam":
+            return torch.optim.Adam(groups, betas=betas, eps=config.adam_eps, foreach=False, fused=False)
+        try:
+            from pytorch_optimizer import SOAP
+        except ImportError:  # pragma: no cover - the dev extra has it
+            raise ConfigError("the reference loop's SOAP is pytorch_optimizer.SOAP: pip install pytorch-optimizer "
+                              "(or the dev extra).") from None
+        return SOAP(groups, betas=betas, shampoo_beta=config.shampoo_beta, eps=config.adam_eps, weight_decay=0.0,
+                    precondition_frequency=config.precondition_frequency, correct_bias=True)
 
     def _loss(self, i: int, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:
         spec, t = self.order[i], self.slots[i]
+        if isinstance(params["W1"], list):  # leaves per matrix: stacked into (layers, stages, ...)
+            params = {**params, **{k: torch.stack([torch.stack(row) for row in params[k]])
+                                   for k in ("W1", "b1", "W2")}}
         groups = layer_groups(spec)
         if groups is not None:  # the shared weights, one copy per layer (autograd sums the copies' gradients)
             index = groups.to(params["W1"].device)
@@ -91,7 +116,7 @@ class ReferenceLoop:
     def step(self, x: torch.Tensor) -> None:
         out = self.targets(x)
         for i, (spec, params, opt, tableau) in enumerate(self.students):
-            total = round(spec.length * self.config.steps)
+            total = spec.steps(self.config.steps)
             if self.steps_done >= total:
                 continue
             factor = lr_multiplier(self.steps_done, self.config, total)

@@ -4,7 +4,8 @@ Dimensions: ``target`` (teacher spec), ``scheme``, ``student_groups`` (runs with
 students only: 0 for plain students, K for weights shared within K groups of layers),
 ``temperature`` (KL runs only), ``depth``,
 ``replicate`` (its own teacher, data stream and initialisation), ``length`` (training length as a
-fraction of the run: 1, and 0.5 for the half-length copies of the convergence verdict), plus
+fraction of the student's budget: 1, and 0.25, 0.5 for the shorter copies of the convergence
+verdict; ``train_steps`` says how many steps each student trained), plus
 ``step`` (evaluation steps), ``eval_batch`` (final test batches) and ``layer`` (hidden-state
 metrics).  Every variable has ``long_name`` and ``units``; the dataset attrs carry the provenance
 (config JSON, seed, versions, commit, device).
@@ -81,6 +82,7 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
     curves = np.full(shape + [n_steps], np.nan)
     batches = np.full(shape + [n_batches], np.nan)
     failed = np.zeros(shape, dtype=np.int8)
+    trained = np.zeros(shape, dtype=np.int64)
     reasons = np.full(shape, "", dtype=object)
     hidden = {name: np.full(shape + ([n_layers] if result.hidden[name].ndim == 2 else []), np.nan)
               for name in metric_labels if name in result.hidden}
@@ -89,6 +91,7 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         curves[at] = result.test_loss[i]
         batches[at] = result.final_batches[i]
         failed[at] = int(result.failed[i])
+        trained[at] = spec.steps(result.steps_done)
         reasons[at] = result.fail_reason[i]
         for name in hidden:
             hidden[name][at] = result.hidden[name][i]
@@ -100,7 +103,8 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
         "scheme": ("scheme", schemes, {"long_name": "Runge-Kutta scheme of the student block"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
         "replicate": ("replicate", replicates, {"long_name": "replicate (own teacher, data stream and init)"}),
-        "length": ("length", lengths, {"long_name": "training length, fraction of the run's steps", "units": "1"}),
+        "length": ("length", lengths, {"long_name": "training length, fraction of the student's budget of steps",
+                                       "units": "1"}),
         "step": ("step", result.eval_steps, {"long_name": "optimiser step of the evaluation", "units": "steps"}),
         "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
         "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l of the trained student"}),
@@ -121,6 +125,8 @@ def build_dataset(result: TrainingResult, *, loss: str, targets: list[str], attr
             "failed": (dims, failed, {"long_name": "1 if the student's loss or gradient became NaN/inf",
                                       "units": "1"}),
             "fail_reason": (dims, reasons.astype(str), {"long_name": "why the student failed", "units": "1"}),
+            "train_steps": (dims, trained, {"long_name": "optimiser steps the student trained (its length x budget x "
+                                                         "the run's steps)", "units": "steps"}),
         },
         coords=coords,
         attrs={**attrs, "loss": loss, "wall_time_s": f"{result.wall_time:.1f}", "device": result.device,

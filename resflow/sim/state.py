@@ -24,8 +24,8 @@ from .data import ReplicateStreams
 
 __all__ = ["TrainState", "CHECKPOINT_FORMAT", "CHECKPOINT_NAME", "save_checkpoint", "load_checkpoint"]
 
-CHECKPOINT_FORMAT = 2  # 1: engine v1 (pickled objects); 2: tensors and plain data, flat per-bank buffers,
-# one data stream per replicate
+CHECKPOINT_FORMAT = 3  # 1: engine v1 (pickled objects); 2: tensors and plain data, flat per-bank buffers,
+# one data stream per replicate; 3: SOAP's preconditioners
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
@@ -33,7 +33,9 @@ CHECKPOINT_NAME = "checkpoint.pt"
 class TrainState:
     """Everything that changes while training (see the module docstring).
 
-    ``params``, ``adam_m`` and ``adam_v`` hold one flat buffer per bank (:class:`~resflow.sim.bank.StudentBank`);
+    ``params``, ``adam_m`` and ``adam_v`` hold one flat buffer per bank (:class:`~resflow.sim.bank.StudentBank`)
+    (with SOAP, ``adam_v`` is in the rotated coordinates, and ``precond``/``bases`` hold each bank's
+    Kronecker factors and their eigenbases, :class:`~resflow.sim.soap.SoapLayout`; empty for Adam);
     ``data`` the replicates' data streams; ``pending`` the batches drawn ahead with their teacher outputs;
     ``failed``/``reasons`` are in the trainer's student order; ``history`` has one row of test
     losses per entry of ``eval_steps``.
@@ -50,12 +52,20 @@ class TrainState:
     history: list[np.ndarray] = field(default_factory=list)
     pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (x, teacher finals) drawn ahead
     last_loss: torch.Tensor | None = None  # per-student training loss of the last step (not checkpointed)
+    precond: list[torch.Tensor] = field(default_factory=list)  # SOAP only
+    bases: list[torch.Tensor] = field(default_factory=list)  # SOAP only
+
+    @property
+    def optimiser_buffers(self) -> list[list[torch.Tensor]]:
+        """Every per-bank buffer a step changes: parameters, moments (and SOAP's factors and bases)."""
+        return [self.params, self.adam_m, self.adam_v] + ([self.precond, self.bases] if self.precond else [])
 
     def as_checkpoint(self, fingerprint: dict[str, Any]) -> dict[str, Any]:
         return {
             "format": CHECKPOINT_FORMAT, "fingerprint": json.dumps(fingerprint, sort_keys=True), "step": self.step,
             "params": [p.detach().cpu() for p in self.params], "adam_m": [m.cpu() for m in self.adam_m],
-            "adam_v": [v.cpu() for v in self.adam_v], "data": self.data.state(), "failed": self.failed.cpu(),
+            "adam_v": [v.cpu() for v in self.adam_v], "precond": [p.cpu() for p in self.precond],
+            "bases": [q.cpu() for q in self.bases], "data": self.data.state(), "failed": self.failed.cpu(),
             "reasons": list(self.reasons), "eval_steps": list(self.eval_steps),
             "history": torch.from_numpy(np.stack(self.history)) if self.history else torch.zeros(0),
             "pending_x": [x.cpu() for x, _ in self.pending], "pending_final": [f.cpu() for _, f in self.pending],
@@ -63,8 +73,9 @@ class TrainState:
 
     def load(self, checkpoint: dict[str, Any]) -> None:
         """Overwrite this state with a checkpoint's (same layout; buffers are copied in place)."""
-        for dst, src in zip(self.params + self.adam_m + self.adam_v,
-                            checkpoint["params"] + checkpoint["adam_m"] + checkpoint["adam_v"], strict=True):
+        for dst, src in zip(self.params + self.adam_m + self.adam_v + self.precond + self.bases,
+                            checkpoint["params"] + checkpoint["adam_m"] + checkpoint["adam_v"] + checkpoint["precond"]
+                            + checkpoint["bases"], strict=True):
             dst.copy_(src)
         self.step = int(checkpoint["step"])
         self.data.load(checkpoint["data"])

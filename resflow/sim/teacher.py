@@ -40,6 +40,7 @@ from .._random import SeedLike, as_generator, unit_draw
 from .._validate import check_choice, check_int, check_real
 from ..dynamics.fields import MLPField, mlp_init_std, mlp_parameter_shapes, rmsnorm
 from ..dynamics.stack import ResidualStack
+from ..dynamics.stepper import integrate_fixed
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
 from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional, Grouped, parse_correlation
@@ -294,6 +295,15 @@ class Teacher(nn.Module):
         r"""All residual-stream states :math:`h_0 = \mathrm{rmsnorm}(x), \dots, h_L`; shape ``(L + 1, *x.shape)``."""
         self._check_input(x)
         return self.stack(rmsnorm(x), return_states=True)
+
+    def propagate(self, h: torch.Tensor, start: int) -> torch.Tensor:
+        r"""The state :math:`h_L` reached from state ``h`` (shape ``(..., width)``) entering layer ``start``
+        (``start = L``: ``h`` itself); with ``start = 0`` and :math:`h = h_0` it is the stack's output."""
+        start = check_int("start", start, minimum=0)
+        if start > self.depth:
+            raise ConfigError(f"start must be a layer index 0..{self.depth}; got {start}.")
+        return integrate_fixed(self.stack.layer_fields[start:], h, step=self.stack.step_size,
+                               tableau=self.stack.tableau)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         r"""The MSE target :math:`\mathrm{rmsnorm}(h_L)`, shape ``x.shape``."""

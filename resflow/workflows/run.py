@@ -8,23 +8,32 @@ checkpoint.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..analysis.plots import save_figure
 from ..analysis.probes import SIGNATURE_LABELS, state_signature
+from ..analysis.tracking import TRACKING_LABELS, tracking_metrics
+from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
 from ..provenance import provenance
-from ..sim.engine import CHECKPOINT_NAME, train
+from ..sim.block import student_forward, student_layer_steps
+from ..sim.continuation import train_by_doubling
+from ..sim.driver import train
+from ..sim.engine import CHECKPOINT_NAME
+from ..sim.hidden import METRIC_BATCH, METRIC_SEED
 from ..sim.results import build_dataset
+from ..sim.targets import teacher_key
 from ..store import Store
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME"]
@@ -71,14 +80,61 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     with provenance: ``(steps done, dataset, provenance)``, the dataset None when ``stop_after`` stopped
     it early.
     Shared by :func:`run_experiment` and the sweep cells (:mod:`resflow.workflows.sweep`)."""
-    result = train(config.student_specs(), config.teachers(), config.train, seed=config.seed, run_dir=run_dir,
-                   resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature)
+    teachers = config.teachers()
+    if config.init == "doubling":
+        result = train_by_doubling(config.student_specs(), teachers, config.train, seed=config.seed,
+                                   run_dir=run_dir, resume=resume, progress=progress, state_metrics=state_signature)
+    else:
+        result = train(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
+                       resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature,
+                       keep_parameters=True)
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
+    result.hidden.update(teacher_tracking(result, teachers, config.train.dtype))
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels=SIGNATURE_LABELS)
+                       metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS})
     return result.steps_done, ds, prov
+
+
+def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Every trained student against its teacher at matching times (:mod:`resflow.analysis.tracking`), on the
+    hidden-state metrics' fixed inputs: per-layer means (NaN-padded, as :func:`resflow.sim.hidden.hidden_metrics`
+    gives them) and the coherence; students whose depth does not divide their teacher's are left NaN."""
+    import torch
+
+    params = result.extra.get("parameters")
+    if not params:
+        return {}
+    x = torch.randn((METRIC_BATCH, next(iter(teachers.values())).width),
+                    generator=torch.Generator().manual_seed(METRIC_SEED), dtype=getattr(torch, dtype))
+    n, width = len(result.specs), max(s.depth for s in result.specs) + 1
+    out = {name: np.full((n, width), np.nan) for name in ("trajectory_error", "local_error", "euler_local_error",
+                                                          "local_error_angle", "output_error")}
+    out.update({name: np.full(n, np.nan) for name in ("error_coherence", "error_linearity")})
+    cache: dict = {}
+    with torch.no_grad():
+        for i, spec in enumerate(result.specs):
+            teacher = teachers[teacher_key(spec, teachers)]
+            if teacher.depth % spec.depth or spec.depth < 1:
+                continue
+            key = teacher_key(spec, teachers)
+            if key not in cache:
+                copied = copy.deepcopy(teacher).to(x.dtype)  # the caller's teacher stays as it is
+                cache[key] = copied, copied.hidden_states(x)
+            copied, teacher_states = cache[key]
+            student = {k: v.to(x.dtype) for k, v in params[spec].items()}
+            tableau = get_tableau(spec.scheme)
+            states = student_forward(student, x, tableau, return_states=True)
+            k = teacher.depth // spec.depth
+            local = student_layer_steps(student, teacher_states[::k], tableau)
+            propagated = torch.stack([copied.propagate(local[layer], (layer + 1) * k) for layer in range(spec.depth)])
+            for name, value in tracking_metrics(states, teacher_states, local, propagated).items():
+                if value.ndim == 0:
+                    out[name][i] = float(value)
+                else:
+                    out[name][i, : value.shape[0]] = value.mean(-1).double().numpy()
+    return out
 
 
 def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = False,

@@ -1,0 +1,90 @@
+r"""How a student's errors add up along depth: coherently (the procedural worst case) or incoherently.
+
+A student of depth :math:`\ell` standing in for a teacher of depth :math:`L_T` (:math:`k = L_T/\ell`
+teacher layers per student layer, :math:`\ell` dividing :math:`L_T`) is compared with the teacher at
+matching times, on the same inputs:
+
+* the **trajectory error** :math:`e_l = \mathbb E\|h^S_l - h^T_{lk}\|^2 / \mathbb E\|h^T_{lk}\|^2`,
+  :math:`l = 0..\ell`: does the student follow the teacher's path?
+* the **local error** of layer :math:`l`, :math:`\delta_l = S_l(h^T_{lk}) - h^T_{(l+1)k}`: the student
+  layer applied to the teacher's own state, against where the teacher's :math:`k` layers take it;
+  beside it the local error of the *Euler student built from the teacher's field*,
+  :math:`\delta^E_l = h^T_{lk} + k\,(h^T_{lk+1} - h^T_{lk}) - h^T_{(l+1)k}` (for a tied teacher, one
+  step :math:`kH` of its own field: the student the finite-teacher laws describe);
+* the **output error** of layer :math:`l`, :math:`p_l`: the teacher's normalised output when only
+  layer :math:`l` is replaced by the student's (its local error carried to the output by the rest of
+  the teacher), minus the teacher's output;
+* their **coherence** :math:`C = \mathbb E\|\sum_l p_l\|^2 / \sum_l \mathbb E\|p_l\|^2`: about
+  :math:`\ell` when the layers' errors point the same way (they add coherently), about 1 when they are
+  unrelated (incoherently), below 1 when they cancel; and the **linearity**
+  :math:`\mathbb E\|\sum_l p_l - \epsilon\|^2 / \mathbb E\|\epsilon\|^2` (:math:`\epsilon` the student's
+  own output error): near 0 when the loss is the sum of the layers' errors.
+
+Where the linearity is small, the loss is :math:`\mathbb E\|\epsilon\|^2 \approx C\,\ell\,\overline{\|p\|^2}`:
+with :math:`\overline{\|p\|^2} \propto \ell^{-2q}` and :math:`C \propto \ell^{c}` the loss exponent is
+:math:`2q - 1 - c` (:math:`c = 1` coherent, :math:`c = 0` incoherent; ``resflow theory
+finite-teacher-procedural-modified``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..dynamics.fields import rmsnorm
+from ..errors import ShapeError
+from .metrics import angle
+
+__all__ = ["tracking_metrics", "TRACKING_LABELS"]
+
+TRACKING_LABELS = {  # name -> (long_name, units)
+    "trajectory_error": ("E|h_l - teacher h_(l k)|^2 / E|teacher h_(l k)|^2 (student vs teacher at matching times)",
+                         "1"),
+    "local_error": ("E|student layer l applied to teacher h_(l k) - teacher h_((l+1) k)|^2", "1"),
+    "euler_local_error": ("E|local error of the Euler student built from the teacher's field|^2 (tied teacher)",
+                          "1"),
+    "local_error_angle": ("angle between successive local errors", "rad"),
+    "output_error": ("E|teacher output with layer l's local error - teacher output|^2 (normalised outputs)", "1"),
+    "error_coherence": ("E|sum of the layers' output errors|^2 / their sum of E|.|^2 (l: coherent, 1: incoherent)",
+                        "1"),
+    "error_linearity": ("E|sum of the layers' output errors - the student's output error|^2 / "
+                        "E|the student's output error|^2", "1"),
+}
+
+
+def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor, local_steps: torch.Tensor,
+                     propagated: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The metrics of the module docstring for one student on ``n`` inputs.
+
+    ``student_states`` ``(l + 1, n, d)``: the student's :math:`h_0..h_\\ell`; ``teacher_states``
+    ``(L_T + 1, n, d)``; ``local_steps`` ``(l, n, d)``: student layer :math:`l` applied to the teacher's
+    :math:`h_{lk}`; ``propagated`` ``(l, n, d)``: the teacher's final state (not normalised) from each
+    ``local_steps[l]`` entering teacher layer :math:`(l+1)k`.  Per-layer metrics come per input
+    (``(layers, n)``), the coherence and the linearity as one number each.
+    """
+    depth, teacher_depth = student_states.shape[0] - 1, teacher_states.shape[0] - 1
+    if depth < 1 or teacher_depth % depth or local_steps.shape[0] != depth or propagated.shape[0] != depth:
+        raise ShapeError(f"a student of depth {depth} must divide its teacher's depth {teacher_depth} and have "
+                         f"{depth} local steps and propagated states; got {local_steps.shape[0]}, "
+                         f"{propagated.shape[0]}.")
+    k = teacher_depth // depth
+    matching = teacher_states[::k]  # (depth + 1, n, d)
+    scale = matching.square().sum(-1).mean(-1, keepdim=True)  # E|h^T_{lk}|^2 per layer
+    trajectory = (student_states - matching).square().sum(-1) / scale
+    local = local_steps - matching[1:]  # delta_l, (depth, n, d)
+    first = teacher_states[1::k][:depth]  # h^T_{lk + 1}
+    euler = matching[:-1] + k * (first - matching[:-1]) - matching[1:]
+    target = rmsnorm(teacher_states[-1])
+    outputs = rmsnorm(propagated) - target  # p_l, (depth, n, d)
+    student_error = rmsnorm(student_states[-1]) - target
+    summed = outputs.sum(0)
+    out = {
+        "trajectory_error": trajectory,
+        "local_error": local.square().sum(-1),
+        "euler_local_error": euler.square().sum(-1),
+        "output_error": outputs.square().sum(-1),
+        "error_coherence": summed.square().sum(-1).mean() / outputs.square().sum(-1).mean(-1).sum(),
+        "error_linearity": (summed - student_error).square().sum(-1).mean() / student_error.square().sum(-1).mean(),
+    }
+    if depth >= 2:
+        out["local_error_angle"] = angle(local[:-1], local[1:])
+    return out

@@ -1,0 +1,89 @@
+r"""Depth-doubling continuation: a deep student started from a trained one of half its depth.
+
+Multilevel training of residual networks (Chang, Meng, Haber, Tung & Begert, "Multi-level Residual
+Networks from Dynamical Systems View", ICLR 2018): a residual layer :math:`y \mapsto y + f(y)` read as
+one step of an ODE is two half steps of the same field, :math:`y \mapsto y + \tfrac12 f(y)` twice.
+:func:`split_layers` builds that depth-:math:`2\ell` student from a trained depth-:math:`\ell` one
+(:math:`W_1, b_1` copied, :math:`W_2` halved in every stage, so an RK block of any tableau becomes two
+half steps of its stages' fields); :func:`train_by_doubling` trains the shallowest students from
+scratch and every deeper one from the split of the one before, each for the run's steps.
+
+It is a measurement, not the recipe: a continued student that ends below the one trained from
+scratch shows that the one from scratch had not converged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from .block import StudentSpec
+from .config import TrainConfig
+from .driver import train
+from .results import TrainingResult
+from .teacher import Teacher
+
+__all__ = ["split_layers", "train_by_doubling"]
+
+
+def split_layers(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The depth-:math:`2\\ell` student whose layers :math:`2l` and :math:`2l + 1` are layer :math:`l` of
+    ``params`` (as :func:`~resflow.sim.block.init_student` gives them) at half step: ``W1``, ``b1``
+    repeated, ``W2`` repeated and halved; the head kept."""
+    return {"W1": params["W1"].repeat_interleave(2, dim=0), "b1": params["b1"].repeat_interleave(2, dim=0),
+            "W2": params["W2"].repeat_interleave(2, dim=0) / 2, "head": params["head"].clone()}
+
+
+def train_by_doubling(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig, *,
+                      seed: int = 0, run_dir: Path | None = None, resume: bool = False,
+                      progress=None, state_metrics=None) -> TrainingResult:
+    """Train ``specs`` depth by depth: the shallowest from scratch, each deeper one (twice as deep) from
+    :func:`split_layers` of its trained counterpart of half the depth; one result for all of them.
+
+    Each stage is an ordinary :func:`~resflow.sim.driver.train` run of ``config`` (its checkpoint in
+    ``run_dir/depth-<d>``, so the chain resumes stage by stage).
+    """
+    depths = sorted({s.depth for s in specs})
+    if any(b != 2 * a for a, b in zip(depths, depths[1:], strict=False)):
+        raise ConfigError(f"depth-doubling continuation needs depths that double (like 2, 4, 8, 16); got {depths}.")
+    results, trained = [], {}
+    for depth in depths:
+        stage = [s for s in specs if s.depth == depth]
+        initial = None
+        if trained:
+            initial = {s: split_layers(trained[repr(dataclasses.replace(s, depth=depth // 2))]) for s in stage}
+        stage_dir = None if run_dir is None else Path(run_dir) / f"depth-{depth}"
+        if stage_dir is not None:
+            stage_dir.mkdir(parents=True, exist_ok=True)
+        result = train(stage, teachers, config, seed=seed, run_dir=stage_dir,
+                       resume=resume and stage_dir is not None and (stage_dir / "checkpoint.pt").exists(),
+                       progress=progress, initial=initial, keep_parameters=True, state_metrics=state_metrics)
+        trained = {repr(s): p for s, p in result.extra["parameters"].items()}
+        results.append(result)
+    return TrainingResult(
+        specs=[s for r in results for s in r.specs], eval_steps=results[0].eval_steps,
+        test_loss=np.concatenate([r.test_loss for r in results]),
+        final_batches=np.concatenate([r.final_batches for r in results]),
+        failed=np.concatenate([r.failed for r in results]), fail_reason=[m for r in results for m in r.fail_reason],
+        hidden=_merge_hidden([r.hidden for r in results]), wall_time=sum(r.wall_time for r in results),
+        device=results[0].device, steps_done=results[-1].steps_done,
+        extra={"parameters": {s: p for r in results for s, p in r.extra["parameters"].items()}})
+
+
+def _merge_hidden(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The stages' hidden-state metrics, students stacked, per-layer ones NaN-padded to the deepest stage."""
+    out = {}
+    for name in parts[0]:
+        arrays = [p[name] for p in parts]
+        if arrays[0].ndim == 1:
+            out[name] = np.concatenate(arrays)
+            continue
+        width = max(a.shape[1] for a in arrays)
+        out[name] = np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=np.nan)
+                                    for a in arrays])
+    return out
