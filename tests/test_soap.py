@@ -12,7 +12,6 @@ from resflow.sim import StudentSpec, TrainConfig, train, train_reference
 from resflow.sim.bank import StudentBank
 from resflow.sim.soap import SoapLayout
 
-
 # Per step, from the same state: the same arithmetic in float32 but batched (bmm) against per-matrix (tensordot),
 # so results agree to rounding; QR refreshes sort eigenvalue estimates, then orthogonalise: 1e-4 leaves room.
 STEP_RTOL = 1e-4
