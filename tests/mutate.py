@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py",
-         "tests/properties/test_fit_coverage.py"]
+         "tests/test_soap.py", "tests/properties/test_fit_coverage.py"]
 
 # name: (file, old text, new text, what it breaks)
 MUTATIONS = {
@@ -50,14 +50,34 @@ MUTATIONS = {
                   "a failed student is not frozen"),
     "schedule": ("resflow/sim/config.py", "    start = config.constant_fraction * total",
                  "    start = config.constant_fraction * config.steps", "half-length schedule not compressed"),
-    "verdict-exponent": ("resflow/analysis/verdict.py", "if not abs(shift) < half_width:", "if False:",
-                         "the exponent-drift check removed"),
-    "verdict-loss": ("resflow/analysis/verdict.py", "if improvement > loss_tolerance:", "if False:",
-                     "the loss check removed"),
-    "law-factor": ("resflow/analysis/fits.py", "samples=settings.bootstrap_samples, transform=factor)",
-                   "samples=settings.bootstrap_samples)", "the law-aware fit without the finite-teacher factor"),
-    "t-quantile": ("resflow/analysis/intervals.py", "half = stats.t.ppf(1 - tail, n_rep - 1)", "half = stats.norm.ppf(1 - tail)",
-                   "normal instead of Student-t quantile"),
+    "verdict-drift": ("resflow/analysis/verdict.py",
+                      "if not (drift.low > -drift_tolerance and drift.high < drift_tolerance):", "if False:",
+                      "the exponent-drift check removed"),
+    "verdict-gain": ("resflow/analysis/verdict.py", "if not highs[worst] < gain_tolerance:", "if False:",
+                     "the remaining-gain check removed"),
+    "verdict-paired": ("resflow/analysis/verdict.py", "one[:, -2].mean(axis=-1)))\n\n    drift",
+                       "one[:, -1].mean(axis=-1)))\n\n    drift", "the drift compares the longest length with itself"),
+    "aitken-tail": ("resflow/analysis/extrapolation.py", "tail = d2 * ratio / (1.0 - ratio)", "tail = d2",
+                    "the geometric tail cut to one more fall"),
+    "no-limit": ("resflow/analysis/extrapolation.py", "    if d1 > d2:\n", "    if True:\n",
+                 "a loss that does not decelerate given a limit"),
+    "fork-step": ("resflow/sim/config.py", "return min(math.ceil(config.constant_fraction * short), short)",
+                  "return min(math.ceil(config.constant_fraction * long), short)",
+                  "copies forked after their own decay has begun"),
+    "fork-moments": ("resflow/sim/engine.py", "                for buffers in state.optimiser_buffers:",
+                     "                for buffers in state.optimiser_buffers[:1]:", "a fork copies parameters only"),
+    "budget": ("resflow/sim/block.py", "return round(self.length * self.budget * run_steps)",
+               "return round(self.length * run_steps)", "a student's budget ignored"),
+    "same-teacher": ("resflow/experiments/config.py", "seed=self.teacher_seed + replicate)", "seed=self.teacher_seed)",
+                     "every replicate the same teacher"),
+    "soap-rotation": ("resflow/sim/soap.py", "second.lerp_((left.mT @ g @ right).square_(), 1.0 - b2)",
+                      "second.lerp_(g.square(), 1.0 - b2)", "SOAP's second moment not rotated"),
+    "soap-refresh": ("resflow/sim/soap.py", "if n > 0 and n % settings.precondition_frequency == 0:", "if False:",
+                     "SOAP's eigenbases never refreshed"),
+    "law-factor": ("resflow/analysis/fits.py", "confidence=conf, samples=samples, transform=factor)",
+                   "confidence=conf, samples=samples)", "the law-aware fit without the finite-teacher factor"),
+    "t-quantile": ("resflow/analysis/intervals.py", "half = stats.t.ppf(1 - (1 - confidence) / 2, values.size - 1)",
+                   "half = stats.norm.ppf(1 - (1 - confidence) / 2)", "normal instead of Student-t quantile"),
     "resume-pending": ("resflow/sim/state.py", "        self.pending = [(x.to(device), f.to(device))",
                        "        self.pending = [] if True else [(x.to(device), f.to(device))", "batches drawn ahead lost on resume"),
 }

@@ -255,3 +255,15 @@ def test_doubling_continuation_starts_each_depth_from_the_split_of_the_one_befor
         assert chained.test_loss[order[d], 0] < alone.test_loss[same[d], 0]  # not the identity
     with pytest.raises(ConfigError, match="double"):
         train_by_doubling([StudentSpec("tied", "euler", d, 0) for d in (2, 3)], teachers, config)
+
+
+def test_a_copy_that_starts_elsewhere_is_not_forked():
+    """Forks assume the copies start where the full-length student starts; given other initial parameters
+    (depth-doubling continuation at every length), each copy trains from its own start."""
+    teachers = {"tied": Teacher("tied", width=8, depth=8, vocab=16, seed=0)}
+    specs = [StudentSpec("tied", "euler", 2, 0, length=lam) for lam in (0.5, 1.0)]
+    config = TrainConfig(steps=40, batch=16, dtype="float64")
+    same = init_student(specs[0], 8, 32, 16, torch.float64)
+    assert Trainer(specs, teachers, config, {s: same for s in specs}).bank_parent == [None, 0]
+    other = {**same, "W2": torch.full_like(same["W2"], 0.01)}
+    assert Trainer(specs, teachers, config, {specs[0]: other, specs[1]: same}).bank_parent == [None, None]

@@ -72,12 +72,15 @@ class StudentBank:
         """The learned heads ``(n, vocab, width)`` in a flat buffer."""
         return flat[self.size - self.head_size:].view(len(self.specs), self.vocab, self.width)
 
-    def initial_parameters(self, dtype: torch.dtype, given: Mapping[StudentSpec, dict] | None = None) -> torch.Tensor:
+    def initial_parameters(self, dtype: torch.dtype, given: Mapping[StudentSpec | str, dict] | None = None
+                           ) -> torch.Tensor:
         """The flat buffer of every student's :func:`~resflow.sim.block.init_student` values (CPU), or of the
-        parameters ``given`` for a student (as :func:`~resflow.sim.block.init_student` returns them)."""
+        parameters ``given`` for a student (keyed by its spec or its repr; as
+        :func:`~resflow.sim.block.init_student` returns them)."""
         flat = torch.empty(self.size, dtype=dtype)
         layers = self.layers(flat)
-        given = {repr(k): v for k, v in (given or {}).items()}  # by repr: a NaN temperature never equals itself
+        given = {(k if isinstance(k, str) else repr(k)): v for k, v in (given or {}).items()}  # by repr: a NaN
+        # temperature never equals itself
         for i, spec in enumerate(self.specs):
             init = given.get(repr(spec)) or init_student(spec, self.width, self.hidden, self.vocab, dtype)
             for layer in range(spec.depth):

@@ -69,9 +69,9 @@ def train(
     keep_parameters : bool
         Return every student's trained parameters in ``result.extra["parameters"]`` (spec -> dict, CPU).
     """
-    trainer = Trainer(specs, teachers, config)
-    state = trainer.init(seed, initial)
-    fingerprint = trainer.fingerprint(seed, initial)
+    trainer = Trainer(specs, teachers, config, initial)
+    state = trainer.init(seed)
+    fingerprint = trainer.fingerprint(seed)
     checkpoint = None if run_dir is None else Path(run_dir) / CHECKPOINT_NAME
     if resume:
         if checkpoint is None:

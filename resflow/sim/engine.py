@@ -87,7 +87,8 @@ def _check(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], confi
 class Trainer:
     """The static part of a run, and its ``init``/``step``/``evaluate`` functions (module docstring)."""
 
-    def __init__(self, specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig) -> None:
+    def __init__(self, specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig,
+                 initial: Mapping[StudentSpec, dict] | None = None) -> None:
         _check(specs, teachers, config)
         self.config = config
         self.device = resolve_device(config.device)
@@ -105,6 +106,7 @@ class Trainer:
         keys = sorted({key(s) for s in specs})
         self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab) for g in keys]
         self.bank_steps = [bank.specs[0].steps(config.steps) for bank in self.banks]
+        self.initial = {repr(k): v for k, v in (initial or {}).items()}  # given initial parameters, by repr
         self.bank_parent, self.bank_start = self._forks(config)
         self.order = [s for bank in self.banks for s in bank.specs]
         self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
@@ -142,7 +144,8 @@ class Trainer:
             parent = None
             for j in range(k):  # the longest earlier bank holding the same students (banks sort longest first)
                 other = self.banks[j]
-                if [dataclasses.replace(s, length=other.specs[0].length) for s in bank.specs] == other.specs:
+                if ([dataclasses.replace(s, length=other.specs[0].length) for s in bank.specs] == other.specs
+                        and all(self._same_start(a, b) for a, b in zip(bank.specs, other.specs, strict=True))):
                     parent = j
                     break
             start = 0 if parent is None else shared_schedule(self.bank_steps[k], self.bank_steps[parent], config)
@@ -150,25 +153,31 @@ class Trainer:
             starts.append(start)
         return parents, starts
 
+    def _same_start(self, a: StudentSpec, b: StudentSpec) -> bool:
+        """Whether two students start from the same parameters (a fork needs it)."""
+        x, y = self.initial.get(repr(a)), self.initial.get(repr(b))
+        if x is None or y is None:
+            return x is None and y is None
+        return x.keys() == y.keys() and all(torch.equal(x[name], y[name]) for name in x)
+
     # ------------------------------------------------------------------ the core
-    def fingerprint(self, seed: int, initial: Mapping[StudentSpec, dict] | None = None) -> dict:
+    def fingerprint(self, seed: int) -> dict:
         """What a checkpoint must match to be resumed by this trainer."""
         out = {"config": self.config.to_json(), "specs": [repr(s) for s in self.order], "seed": seed,
                "teachers": {str(k): t.config.to_json() for k, t in self.targets.teachers.items()}}
-        if initial:  # students that start from given parameters: a digest of them
+        if self.initial:  # students that start from given parameters: a digest of them
             digest = hashlib.sha256()
-            given = {repr(k): v for k, v in initial.items()}
             for spec in self.order:
-                for name, value in sorted(given.get(repr(spec), {}).items()):
+                for name, value in sorted(self.initial.get(repr(spec), {}).items()):
                     digest.update(name.encode() + value.detach().cpu().double().numpy().tobytes())
             out["initial"] = digest.hexdigest()
         return out
 
-    def init(self, seed: int = 0, initial: Mapping[StudentSpec, dict] | None = None) -> TrainState:
-        """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it (or as ``initial``
-        gives it, e.g. :func:`resflow.sim.continuation.split_layers`), zero optimiser moments, one data stream
-        per replicate."""
-        params = [bank.initial_parameters(self.dtype, initial).to(self.device) for bank in self.banks]
+    def init(self, seed: int = 0) -> TrainState:
+        """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it (or as the trainer's
+        ``initial`` gives it, e.g. :func:`resflow.sim.continuation.split_layers`), zero optimiser moments, one
+        data stream per replicate."""
+        params = [bank.initial_parameters(self.dtype, self.initial).to(self.device) for bank in self.banks]
         n = len(self.order)
         precond = [torch.zeros(layout.size, dtype=self.dtype, device=self.device) for layout in self.soap_layouts]
         return TrainState(step=0, params=params, adam_m=[torch.zeros_like(p) for p in params],
