@@ -1,7 +1,8 @@
 """The main job: students of a rough (independent) and a smooth (tied) teacher, MSE loss.
 
 ``resflow run smooth-vs-rough --preset cpu`` (what ``make demo`` runs) or ``--preset paper``.
-How the cpu preset was chosen: ``docs/cpu-preset.md``.
+How the cpu preset was chosen: ``docs/cpu-preset.md``.  ``python -m resflow.sims.smooth_vs_rough STORE
+[RECORD]`` prints the tables of docs/results.md for the latest run (or the run RECORD) in STORE.
 """
 
 from __future__ import annotations
@@ -54,3 +55,78 @@ EXPERIMENT = Experiment(
            "cpu-long": "the cpu preset, 40k steps (about twice its time)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
 )
+
+
+def report(store: str, record: str | None = None, experiment: str = "smooth-vs-rough") -> str:
+    """Markdown tables of a run: final losses by training length, the fits with the verdict, the asymptotic
+    estimates, and how the students' errors add along depth (:mod:`resflow.analysis.tracking`)."""
+    import numpy as np
+
+    from resflow.analysis.fits import fit_dataset
+    from resflow.analysis.tracking import accumulation_exponents
+    from resflow.store import Store
+
+    opened = Store.open(store)
+    info = next(r for r in opened.records(kind="toy-run") if r.id == record) if record else opened.records(
+        kind="toy-run", name=experiment)[-1]
+    ds = opened.load(info)
+    fits = fit_dataset(ds)
+    steps = ds["train_steps"].isel(scheme=0, target=0, replicate=0)
+    lines = [f"run {info.id}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
+             "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
+             "|---|---|" + "---|" * ds.sizes["depth"]]
+    mean = ds["final_loss"].isel(scheme=0).mean("replicate")
+    for target in ds["target"].values:
+        for length in ds["length"].values:
+            cells = [f"{float(mean.sel(target=target, length=length, depth=d)):.3e} "
+                     f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
+            lines.append(f"| {target} | {float(length):g} | " + " | ".join(cells) + " |")
+
+    def interval(value, low, high):
+        return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+    lines += ["", "| teacher | α [95%] | law α [95%] | drift [90%] | remaining gain by depth (upper 90%) | verdict |",
+              "|---|---|---|---|---|---|"]
+    for f in fits:
+        gains = ", ".join("∞" if not np.isfinite(g) else f"{g:.0%} ({h:.0%})"
+                          for g, h in zip(f.gains, f.gain_highs, strict=True))
+        lines.append(f"| {f.target} | {interval(f.exponent, f.ci_low, f.ci_high)} | "
+                     f"{interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | "
+                     f"{interval(f.drift, f.drift_low, f.drift_high)} | {gains} | {f.verdict} |")
+    lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) | points to |",
+              "|---|---|---|---|"]
+    for f in fits:
+        lines.append(f"| {f.target} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
+                     f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
+                     f"{f.asymptotic_regime} |")
+    if "error_coherence" in ds:
+        full = ds.isel(scheme=0).sel(length=ds["length"].max())
+        lines += ["", "How the errors add along depth (full length, replicate mean; resflow.analysis.tracking): "
+                  "coherence C of the layers' output errors (ℓ: coherent, 1: incoherent), linearity (0: the loss is "
+                  "the sum of the layers' errors), share ε of the teacher-field Euler student's local error left, "
+                  "trajectory error at the last layer:", "",
+                  "| teacher | " + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj." for d in ds["depth"].values) + " |",
+                  "|---|" + "---|" * ds.sizes["depth"]]
+        for target in ds["target"].values:
+            cells = []
+            for d in ds["depth"].values:
+                one = full.sel(target=target, depth=d)
+                own = one["layer"] < d
+                eps = float((one["local_error"].where(own).sum("layer") / one["euler_local_error"].where(own).sum(
+                    "layer")).mean("replicate"))
+                cells.append(f"{float(one['error_coherence'].mean()):.2f}, {float(one['error_linearity'].mean()):.2f}, "
+                             f"{eps:.2g}, {float(one['trajectory_error'].sel(layer=d).mean()):.1e}")
+            lines.append(f"| {target} | " + " | ".join(cells) + " |")
+        lines += ["", "| teacher | coherence exponent c [95%] | output-error exponent 2q [95%] | implied 2q − 1 − c "
+                  "[95%] | exponent of ε [95%] |", "|---|---|---|---|---|"]
+        for target in ds["target"].values:
+            e = accumulation_exponents(ds, str(target))
+            lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
+                                                        ("coherence", "output_error", "implied", "local_share")) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    print(report(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))

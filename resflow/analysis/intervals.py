@@ -96,7 +96,8 @@ def over_replicates(statistic: Callable[[np.ndarray], float], data: np.ndarray, 
         if math.isnan(value) or np.isnan(boot).mean() > tail:
             low, high = math.nan, math.nan
         else:
-            low, high = (float(v) for v in np.nanquantile(boot, [tail, 1 - tail]))
+            with np.errstate(invalid="ignore"):  # an unbounded value (inf) at a quantile's edge
+                low, high = (float(v) for v in np.nanquantile(boot, [tail, 1 - tail]))
         method = "bootstrap over evaluation batches (1 replicate: evaluation noise only)"
     return Interval(value=float(value), low=float(low), high=float(high), method=method, boot_low=boot_low,
                     boot_high=boot_high, per_replicate=tuple(float(v) for v in per_replicate))

@@ -34,7 +34,7 @@ from ..dynamics.fields import rmsnorm
 from ..errors import ShapeError
 from .metrics import angle
 
-__all__ = ["tracking_metrics", "TRACKING_LABELS"]
+__all__ = ["tracking_metrics", "accumulation_exponents", "TRACKING_LABELS"]
 
 TRACKING_LABELS = {  # name -> (long_name, units)
     "trajectory_error": ("E|h_l - teacher h_(l k)|^2 / E|teacher h_(l k)|^2 (student vs teacher at matching times)",
@@ -87,4 +87,48 @@ def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor,
     }
     if depth >= 2:
         out["local_error_angle"] = angle(local[:-1], local[1:])
+    return out
+
+
+def accumulation_exponents(ds, target: str, *, confidence: float = 0.95) -> dict:
+    """How the tracking metrics of one target's students (full length, every replicate) scale with depth:
+    intervals (:func:`resflow.analysis.intervals.over_replicates`) of
+
+    * ``coherence``: :math:`c` in :math:`C \\propto \\ell^c` (1 coherent, 0 incoherent);
+    * ``output_error``: :math:`2q` in :math:`\\overline{\\|p\\|^2} \\propto \\ell^{-2q}` (one layer's error at the
+      output);
+    * ``implied``: :math:`2q - 1 - c`, the loss exponent the two imply;
+    * ``local_share``: :math:`\\eta` in :math:`\\varepsilon = \\sum\\|\\delta\\|^2 / \\sum\\|\\delta^E\\|^2 \\propto
+      \\ell^{\\eta}` (the share of the Euler student's local error the trained one leaves; 0 where the
+      finite-teacher factor holds).
+
+    ``ds`` is a ``toy-run`` Dataset with the tracking variables (one scheme, one structure).
+    """
+    import numpy as np
+
+    from ..loglog import slopes
+    from .intervals import over_replicates
+
+    one = ds.sel(target=target, length=ds["length"].max()).isel(scheme=0)
+    depths = np.asarray(one["depth"].values, float)
+    layers = one["layer"].values
+
+    mask = layers[None, None, :] < depths[None, :, None]  # a student's own layers
+
+    def per_layer(name):  # (replicate, depth, layer), NaN beyond the student's depth
+        return np.where(mask, one[name].transpose("replicate", "depth", "layer").values, np.nan)
+
+    output = np.nanmean(per_layer("output_error"), axis=-1)
+    local = np.nansum(per_layer("local_error"), axis=-1)
+    euler = np.nansum(per_layer("euler_local_error"), axis=-1)
+    coherence = one["error_coherence"].transpose("replicate", "depth").values
+    data = np.stack([coherence, output, local / euler], axis=-1)[..., None]  # (replicate, depth, 3, 1)
+
+    def slope(column, sign):
+        return lambda r: float(sign * slopes(depths, r[:, column, 0]))
+
+    out = {"coherence": over_replicates(slope(0, -1), data, confidence=confidence),
+           "output_error": over_replicates(slope(1, 1), data, confidence=confidence),
+           "local_share": over_replicates(slope(2, -1), data, confidence=confidence)}
+    out["implied"] = over_replicates(lambda r: slope(1, 1)(r) - 1 - slope(0, -1)(r), data, confidence=confidence)
     return out
