@@ -18,7 +18,7 @@ def _teacher_states(depth=8, width=6, n=200, seed=0, family="tied"):
 
 
 def _propagated(teacher, local, k):
-    return torch.stack([teacher.propagate(local[l], (l + 1) * k) for l in range(local.shape[0])])
+    return torch.stack([teacher.propagate(local[i], (i + 1) * k) for i in range(local.shape[0])])
 
 
 def test_a_student_on_the_teachers_path_has_no_error():
