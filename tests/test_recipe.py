@@ -183,13 +183,13 @@ def test_shorter_copies_are_forked_where_their_schedule_is_the_full_ones():
 
 
 def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
-    """depth_budget = 1: a depth-2 student of a run to depth 8 trains a quarter of the steps, on the
+    """budgets = (0.25, 1): a depth-2 student of a run to depth 8 trains a quarter of the steps, on the
     schedule compressed to them (its last step at the final learning rate); forked copies keep it."""
     from resflow.experiments import preset
     from resflow.sim import lr_multiplier
 
     config = preset("smooth-vs-rough", "cpu").with_overrides(
-        ["depths=2,8", "depth_budget=1", "replicates=1", "train.steps=400"])
+        ["depths=8,2", "budgets=1,0.25", "replicates=1", "train.steps=400"])  # budgets follow depths
     specs = config.student_specs()
     steps = {(s.depth, s.length): s.steps(400) for s in specs}
     assert steps == {(2, 0.25): 25, (2, 0.5): 50, (2, 1.0): 100, (8, 0.25): 100, (8, 0.5): 200, (8, 1.0): 400}
@@ -198,7 +198,9 @@ def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
     for k, bank in enumerate(tr.banks):
         assert tr.bank_steps[k] == bank.specs[0].steps(400)
         assert tr.bank_start[k] == (0 if bank.specs[0].length == 1.0 else math.ceil(tr.bank_steps[k] / 2))
-    assert config.with_overrides(["depth_budget=0"]).to_dict() == preset("smooth-vs-rough", "cpu").with_overrides(
+    with pytest.raises(ConfigError, match="one share of the run's steps per depth"):
+        config.with_overrides(["depths=2,4,8"])
+    assert config.with_overrides(["budgets="]).to_dict() == preset("smooth-vs-rough", "cpu").with_overrides(
         ["depths=2,8", "replicates=1", "train.steps=400"]).to_dict()  # the default leaves run ids as they were
 
 

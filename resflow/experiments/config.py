@@ -42,9 +42,9 @@ class ExperimentConfig:
     student trained a quarter and half as long, which the convergence verdict compares and the
     asymptotic estimate extrapolates (:mod:`resflow.analysis.verdict`); the copies are forked from
     the full-length students where their schedules coincide (:mod:`resflow.sim.engine`).
-    ``depth_budget`` spends the run's steps where the loss still falls: a student of depth
-    :math:`\\ell` trains for ``train.steps`` :math:`\\times (\\ell/\\ell_{\\max})^p` steps with
-    :math:`p` = ``depth_budget`` (0: every student the whole run).
+    ``budgets`` spends the run's steps where the loss still falls: one share of ``train.steps`` in
+    (0, 1] per depth (in the order of ``depths``), the steps a student of that depth trains for at
+    length 1; empty: every student the whole run.
     ``init`` is ``"scratch"`` (every student from :func:`resflow.sim.init_student`) or ``"doubling"``
     (depth-doubling continuation, :mod:`resflow.sim.continuation`: each depth from the trained
     students of half its depth; a measurement of convergence, not the recipe).
@@ -69,7 +69,7 @@ class ExperimentConfig:
     lengths: tuple[float, ...] = (0.25, 0.5, 1.0)
     train: TrainConfig = field(default_factory=TrainConfig)
     student_groups: tuple[int, ...] = (0,)
-    depth_budget: float = 0.0
+    budgets: tuple[float, ...] = ()
     init: str = "scratch"
 
     def __post_init__(self) -> None:
@@ -82,7 +82,15 @@ class ExperimentConfig:
         for name, example in (("depths", "(2, 4, 8)"), ("schemes", "('euler',)"), ("targets", "('independent',)"),
                               ("lengths", "(0.5, 1.0)")):
             object.__setattr__(self, name, check_sequence(name, getattr(self, name), example=example))
-        object.__setattr__(self, "depths", tuple(sorted(check_int("depths", d, minimum=1) for d in self.depths)))
+        given = tuple(check_int("depths", d, minimum=1) for d in self.depths)
+        budgets = tuple(check_real("budgets", b, low=0.0, high=1.0, low_open=True)
+                        for b in check_sequence("budgets", self.budgets, example="(1, 1, 0.5, 0.5)"))
+        if budgets and len(budgets) != len(given):
+            raise ConfigError(f"budgets must give one share of the run's steps per depth ({len(given)} depths "
+                              f"{given}); got {len(budgets)}: {budgets}. Set budgets with the depths, or leave it empty.")
+        order = sorted(range(len(given)), key=lambda i: given[i])
+        object.__setattr__(self, "depths", tuple(given[i] for i in order))
+        object.__setattr__(self, "budgets", tuple(budgets[i] for i in order) if budgets else ())
         if len(set(self.depths)) < 2:
             raise ConfigError(f"depths must hold at least two different depths to fit an exponent; got {self.depths}.")
         for s in self.schemes:
@@ -101,7 +109,6 @@ class ExperimentConfig:
             raise ConfigError(f"student_groups must be distinct numbers of weight groups (0: a plain student); got "
                               f"{self.student_groups}. E.g. (0,) or (0, 4).")
         object.__setattr__(self, "student_groups", groups)
-        object.__setattr__(self, "depth_budget", check_real("depth_budget", self.depth_budget, low=0.0))
         check_choice("init", self.init, ("scratch", "doubling"))
         if self.init == "doubling" and any(b != 2 * a for a, b in zip(self.depths, self.depths[1:], strict=False)):
             raise ConfigError(f"init='doubling' needs depths that double (like 2, 4, 8, 16); got {self.depths}.")
@@ -128,9 +135,8 @@ class ExperimentConfig:
         return range(self.first_replicate, self.first_replicate + self.replicates)
 
     def budget(self, depth: int) -> float:
-        """The share of ``train.steps`` a student of ``depth`` trains for at length 1:
-        :math:`(\\ell/\\ell_{\\max})^p`."""
-        return (depth / max(self.depths)) ** self.depth_budget
+        """The share of ``train.steps`` a student of ``depth`` trains for at length 1 (``budgets``; 1 without)."""
+        return self.budgets[self.depths.index(depth)] if self.budgets else 1.0
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
@@ -142,8 +148,8 @@ class ExperimentConfig:
         out = dataclasses.asdict(self)
         if self.student_groups == (0,):  # plain students only: the dict (and run ids, sweep ids) of before the field
             del out["student_groups"]
-        if self.depth_budget == 0.0:  # every student the whole run: as before the field
-            del out["depth_budget"]
+        if not self.budgets:  # every student the whole run: as before the field
+            del out["budgets"]
         if self.init == "scratch":
             del out["init"]
         return out

@@ -68,7 +68,7 @@ class StudentSpec:
     budget : float
         Its share of the run's steps, in (0, 1]: at length 1 it trains for ``budget`` times the run's
         steps (:meth:`steps`).  Students of one run may have different budgets (an experiment gives
-        deeper students more, ``depth_budget``); 1 is the whole run.
+        some depths more than others, ``budgets``); 1 is the whole run.
     """
 
     target: str
