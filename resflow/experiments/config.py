@@ -87,7 +87,8 @@ class ExperimentConfig:
                         for b in check_sequence("budgets", self.budgets, example="(1, 1, 0.5, 0.5)"))
         if budgets and len(budgets) != len(given):
             raise ConfigError(f"budgets must give one share of the run's steps per depth ({len(given)} depths "
-                              f"{given}); got {len(budgets)}: {budgets}. Set budgets with the depths, or leave it empty.")
+                              f"{given}); got {len(budgets)}: {budgets}. Set budgets with the depths, or leave it "
+                              "empty.")
         order = sorted(range(len(given)), key=lambda i: given[i])
         object.__setattr__(self, "depths", tuple(given[i] for i in order))
         object.__setattr__(self, "budgets", tuple(budgets[i] for i in order) if budgets else ())
