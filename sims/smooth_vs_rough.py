@@ -108,8 +108,10 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
         lines += ["", "How the errors add along depth (full length, replicate mean; resflow.analysis.tracking): "
                   "coherence C of the layers' output errors (ℓ: coherent, 1: incoherent), linearity (0: the loss is "
                   "the sum of the layers' errors), share ε of the teacher-field Euler student's local error left, "
-                  "trajectory error at the last layer:", "",
-                  "| teacher | " + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj." for d in ds["depth"].values) + " |",
+                  "largest trajectory error (at matching times) and largest path error (anywhere on the teacher's "
+                  "path) over the middle layers:", "",
+                  "| teacher | " + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj., path" for d in ds["depth"].values)
+                  + " |",
                   "|---|" + "---|" * ds.sizes["depth"]]
         for target in ds["target"].values:
             cells = []
@@ -118,8 +120,12 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
                 own = one["layer"] < d
                 eps = float((one["local_error"].where(own).sum("layer") / one["euler_local_error"].where(own).sum(
                     "layer")).mean("replicate"))
+                inner = (one["layer"] > 0) & (one["layer"] < d)
+                traj = float(one["trajectory_error"].where(inner).mean("replicate").max()) if d > 1 else np.nan
+                path = (float(one["path_error"].where(inner).mean("replicate").max())
+                        if d > 1 and "path_error" in one else np.nan)
                 cells.append(f"{float(one['error_coherence'].mean()):.2f}, {float(one['error_linearity'].mean()):.2f}, "
-                             f"{eps:.2g}, {float(one['trajectory_error'].sel(layer=d).mean()):.1e}")
+                             f"{eps:.2g}, {traj:.1e}, {path:.1e}")
             lines.append(f"| {target} | " + " | ".join(cells) + " |")
         lines += ["", "| teacher | coherence exponent c [95%] | output-error exponent 2q [95%] | implied 2q − 1 − c "
                   "[95%] | exponent of ε [95%] |", "|---|---|---|---|---|"]

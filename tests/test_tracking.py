@@ -29,6 +29,18 @@ def test_a_student_on_the_teachers_path_has_no_error():
     out = tracking_metrics(student_states, states, local, _propagated(teacher, local, k))
     assert float(out["trajectory_error"].abs().max()) == 0.0 and float(out["local_error"].max()) == 0.0
     assert float(out["output_error"].max()) < 1e-10
+    assert float(out["path_error"].max()) < 1e-12
+    torch.testing.assert_close(out["path_time"][:, 0], torch.arange(5) / 4.0)
+
+
+def test_a_student_on_the_teachers_path_at_another_pace_has_a_path_error_of_zero():
+    """States taken at other points of the teacher's path: far from the teacher at matching times, on its path."""
+    teacher, states = _teacher_states()
+    student_states = states[[0, 1, 2, 4, 8]]  # a depth-4 student, on the path, front-loaded
+    local = states[[2, 4, 6, 8]]
+    out = tracking_metrics(student_states, states, local, _propagated(teacher, local, 2))
+    assert float(out["trajectory_error"][1:4].mean()) > 100 * float(out["path_error"][1:4].max())
+    torch.testing.assert_close(out["path_time"][:, 0], torch.tensor([0, 1, 2, 4, 8]) / 8.0)
 
 
 def test_the_euler_student_of_a_tied_teachers_field_has_exactly_the_euler_local_error():

@@ -5,7 +5,12 @@ teacher layers per student layer, :math:`\ell` dividing :math:`L_T`) is compared
 matching times, on the same inputs:
 
 * the **trajectory error** :math:`e_l = \mathbb E\|h^S_l - h^T_{lk}\|^2 / \mathbb E\|h^T_{lk}\|^2`,
-  :math:`l = 0..\ell`: does the student follow the teacher's path?
+  :math:`l = 0..\ell`: does the student follow the teacher's path at the teacher's pace?
+* the **path error** :math:`\min_\tau \mathbb E\|h^S_l - h^T(\tau)\|^2 / \mathbb E\|h^T(\tau)\|^2` over the
+  teacher's path :math:`h^T(\tau)` (its states joined by straight segments, :math:`\tau \in [0, L_T]`), and
+  the **path time** :math:`\tau^*/L_T` where it is reached: a student that follows the teacher's path at
+  another pace has a small path error and a path time away from :math:`l/\ell`; one that takes another
+  path has a path error as large as its trajectory error;
 * the **local error** of layer :math:`l`, :math:`\delta_l = S_l(h^T_{lk}) - h^T_{(l+1)k}`: the student
   layer applied to the teacher's own state, against where the teacher's :math:`k` layers take it;
   beside it the local error of the *Euler student built from the teacher's field*,
@@ -39,6 +44,8 @@ __all__ = ["tracking_metrics", "accumulation_exponents", "TRACKING_LABELS"]
 TRACKING_LABELS = {  # name -> (long_name, units)
     "trajectory_error": ("E|h_l - teacher h_(l k)|^2 / E|teacher h_(l k)|^2 (student vs teacher at matching times)",
                          "1"),
+    "path_error": ("min over the teacher's path of E|h_l - teacher h(tau)|^2 / E|teacher h(tau)|^2", "1"),
+    "path_time": ("where on the teacher's path (tau / L_T) the student's h_l is closest", "1"),
     "local_error": ("E|student layer l applied to teacher h_(l k) - teacher h_((l+1) k)|^2", "1"),
     "euler_local_error": ("E|local error of the Euler student built from the teacher's field|^2 (tied teacher)",
                           "1"),
@@ -77,8 +84,11 @@ def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor,
     outputs = rmsnorm(propagated) - target  # p_l, (depth, n, d)
     student_error = rmsnorm(student_states[-1]) - target
     summed = outputs.sum(0)
+    path_error, path_time = _closest_on_path(student_states, teacher_states)
     out = {
         "trajectory_error": trajectory,
+        "path_error": path_error[:, None],  # one value per layer, for all inputs
+        "path_time": path_time[:, None],
         "local_error": local.square().sum(-1),
         "euler_local_error": euler.square().sum(-1),
         "output_error": outputs.square().sum(-1),
@@ -88,6 +98,20 @@ def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor,
     if depth >= 2:
         out["local_error_angle"] = angle(local[:-1], local[1:])
     return out
+
+
+def _closest_on_path(points: torch.Tensor, path: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each of ``points`` ``(m, n, d)`` (a state per layer, on n inputs), the least mean squared distance to
+    the polyline ``path`` ``(P + 1, n, d)`` at one shared position (relative to the path's norm there), and the
+    position as a fraction of the path.  Per layer: ``(m,)`` each (one value for all inputs)."""
+    start, step = path[:-1], path[1:] - path[:-1]  # (P, n, d)
+    rel = points[:, None] - start[None]  # (m, P, n, d)
+    u = ((rel * step[None]).sum(-1).mean(-1) / step.square().sum(-1).mean(-1).clamp_min(1e-30)).clamp(0.0, 1.0)
+    closest = start[None] + u[..., None, None] * step[None]  # (m, P, n, d)
+    dist = (points[:, None] - closest).square().sum(-1).mean(-1) / closest.square().sum(-1).mean(-1)
+    best = dist.argmin(dim=1)
+    index = torch.arange(points.shape[0])
+    return dist[index, best], (best + u[index, best]) / (path.shape[0] - 1)
 
 
 def accumulation_exponents(ds, target: str, *, confidence: float = 0.95) -> dict:

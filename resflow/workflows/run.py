@@ -109,8 +109,8 @@ def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.n
     x = torch.randn((METRIC_BATCH, next(iter(teachers.values())).width),
                     generator=torch.Generator().manual_seed(METRIC_SEED), dtype=getattr(torch, dtype))
     n, width = len(result.specs), max(s.depth for s in result.specs) + 1
-    out = {name: np.full((n, width), np.nan) for name in ("trajectory_error", "local_error", "euler_local_error",
-                                                          "local_error_angle", "output_error")}
+    out = {name: np.full((n, width), np.nan) for name in ("trajectory_error", "path_error", "path_time", "local_error",
+                                                          "euler_local_error", "local_error_angle", "output_error")}
     out.update({name: np.full(n, np.nan) for name in ("error_coherence", "error_linearity")})
     cache: dict = {}
     with torch.no_grad():
