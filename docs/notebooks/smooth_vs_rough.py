@@ -42,14 +42,16 @@ result = resflow.run_experiment(config, out=store)
 result.dataset
 
 # %% [markdown]
-# The fits: `exponent` is minus the log-log slope of the replicate-mean loss; `law_exponent`
-# divides out the finite teacher first; `converged` is the verdict from the half-length students.
+# The fits: `exponent` is the mean over replicates of minus their log-log slopes; `law_exponent`
+# divides out the finite teacher first; `converged` is the verdict from the students trained a
+# quarter, half and all of their steps; `asymptotic_exponent` is the exponent of the losses
+# extrapolated along training (an estimate).
 
 # %%
 import pandas as pd
 
 pd.DataFrame([f.to_json() for f in result.fits])[
-    ["target", "exponent", "ci_low", "ci_high", "law_exponent", "converged", "verdict"]]
+    ["target", "exponent", "ci_low", "ci_high", "law_exponent", "converged", "asymptotic_exponent", "verdict"]]
 
 # %% [markdown]
 # The figure is a `matplotlib.figure.Figure`: the last expression of a cell shows it inline.

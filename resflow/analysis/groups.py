@@ -61,7 +61,7 @@ def split_update_angles(angles, depth: int, groups: int) -> tuple[float, float]:
 
 def group_signature(ds: xr.Dataset, groups: int) -> xr.Dataset:
     """The trained students' mean update angle within the ``groups`` functional groups of their teacher and
-    at the boundaries, for every student of a ``toy-run`` Dataset (full and half length, every replicate).
+    at the boundaries, for every student of a ``toy-run`` Dataset (every training length and replicate).
 
     Returns a Dataset with ``angle_within`` and ``angle_boundary`` (rad) on the run's dims but ``layer``.
     """

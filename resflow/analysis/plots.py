@@ -128,8 +128,9 @@ def _fit_label(fit) -> str:
 
 
 def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
-    """Final test loss vs depth (log-log): replicate means with min-max bars (hollow: students trained
-    half as long), the least-squares lines, and the theory's slopes."""
+    """Final test loss vs depth (log-log): replicate means with min-max bars (hollow: the students of the
+    previous training length), the least-squares lines, the extrapolated limits (stars: the
+    asymptotic estimate), and the theory's slopes."""
     from .regimes import regime_predictions
 
     if ax is None:

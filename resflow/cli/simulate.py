@@ -70,7 +70,8 @@ def verdicts(fits) -> str:
 @app.command()
 def run(
     experiment: Annotated[str, typer.Argument(help=" | ".join(registered()))],
-    preset: Annotated[str, typer.Option(help="cpu (minutes on a laptop) or paper (the study's scale, GPU).")] = "cpu",
+    preset: Annotated[str, typer.Option(help="cpu (minutes on 2 cores), cpu-converged (hours; smooth-vs-rough) "
+                                      "or paper (the study's scale, GPU); see docs/experiments.md.")] = "cpu",
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     replicates: Annotated[int | None, typer.Option(help="Replicates: each its own teachers, data and student "
                                                         "initialisations (overrides the preset).", min=1)] = None,

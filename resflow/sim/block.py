@@ -59,8 +59,9 @@ class StudentSpec:
     temperature : float
         KL teacher temperature (NaN for MSE).
     length : float
-        Its training length as a fraction of its budget (1: the whole budget; 0.5: a copy trained
-        for half as long, with the schedule compressed to its length, for the convergence verdict).
+        Its training length as a fraction of its budget (1: the whole budget; 0.25, 0.5: copies trained
+        a quarter and half as long, each with the schedule compressed to its length, for the
+        convergence verdict).
     groups : int
         0 (a plain student): every layer has its own weights.  ``K >= 1`` (a group-structured
         student): its layers are split into ``min(K, depth)`` contiguous groups
