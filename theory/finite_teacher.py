@@ -150,7 +150,7 @@ def derive_procedural_modified() -> Derivation:
     \propto \ell^{c}` (:mod:`resflow.analysis.tracking`; :math:`c = 1` coherent, :math:`c = 0`
     incoherent), so the loss is :math:`C\,\ell\,\varepsilon\,\|e_\ell\|^2`.
     """
-    H, s = T / ell, T / L_T
+    s = T / L_T
     local = sp.simplify(block_second_order_sum().subs(k, L_T / ell) * s**2)  # the Euler student's, per layer
     total = ell**c * ell * epsilon * local**2  # coherence x layers x share left x (Euler local error)^2
     derived = sp.simplify(total / T**4 * 4) * A
