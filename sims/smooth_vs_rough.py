@@ -59,7 +59,8 @@ EXPERIMENT = Experiment(
             "the ensemble law (alpha = 1) against the procedural one (alpha = 2-3).",
     presets=PRESETS, figure=figure,
     notes={"cpu": "2-core CPU, about 10 minutes; chosen in docs/cpu-preset.md",
-           "cpu-converged": "the cpu recipe until verdict v2 calls both teachers converged; one replicate (about an hour on 2 cores)",
+           "cpu-converged": "the cpu recipe until verdict v2 calls both teachers converged; one replicate "
+                            "(about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
 )
 

@@ -157,16 +157,19 @@ def test_a_half_length_student_runs_the_whole_schedule_compressed():
 
 
 def _trained(specs, config, teachers):
+    """Final loss and the whole evaluation curve of each student, by its repr."""
     from resflow.sim import train
 
     result = train(specs, teachers, config, seed=3)
-    return {repr(s): float(v) for s, v in zip(result.specs, result.final_batches.mean(axis=1), strict=True)}
+    finals = {repr(s): float(v) for s, v in zip(result.specs, result.final_batches.mean(axis=1), strict=True)}
+    curves = {f"{s!r} curve": row for s, row in zip(result.specs, result.test_loss, strict=True)}
+    return {**finals, **curves}
 
 
 def test_shorter_copies_are_forked_where_their_schedule_is_the_full_ones():
     """A student of length 1/4 or 1/2 is forked from the full-length one at the end of its own constant
-    phase, and ends exactly where a copy trained alone from the start ends (float64): the fork saves
-    work, never changes a student."""
+    phase, and ends exactly where a copy trained alone from the start ends (float64), its evaluation curve
+    the same at every point (the fork step included): the fork saves work, never changes a student."""
     teachers = {k: Teacher(k, width=8, depth=8, vocab=16, seed=0) for k in ("independent", "tied")}
     config = TrainConfig(steps=80, batch=32, dtype="float64", eval_every=20, eval_batches=2, eval_batch_size=64,
                          constant_fraction=0.5, decay="geometric", final_lr_fraction=0.01, lr_scale=8.0)
@@ -179,7 +182,7 @@ def test_shorter_copies_are_forked_where_their_schedule_is_the_full_ones():
     for lam in (0.25, 0.5):
         alone = _trained([s for s in specs if s.length == lam], config, teachers)
         for name, value in alone.items():
-            assert together[name] == pytest.approx(value, rel=1e-10), name
+            assert np.allclose(together[name], value, rtol=1e-10, equal_nan=True), name
 
 
 def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
@@ -257,6 +260,27 @@ def test_doubling_continuation_starts_each_depth_from_the_split_of_the_one_befor
         assert chained.test_loss[order[d], 0] < alone.test_loss[same[d], 0]  # not the identity
     with pytest.raises(ConfigError, match="double"):
         train_by_doubling([StudentSpec("tied", "euler", d, 0) for d in (2, 3)], teachers, config)
+
+
+def test_doubling_continuation_with_budgets_resumes_stage_by_stage(tmp_path):
+    """A deeper student with its own budget still starts from its shallower counterpart (whatever that one's
+    budget); an interrupted chain is found by --resume, and stop_after is refused with a reason."""
+    from resflow.experiments import preset
+    from resflow.workflows import find_resumable, run_experiment
+
+    config = preset("smooth-vs-rough", "cpu").with_overrides(
+        ["depths=2,4", "budgets=1,0.5", "replicates=1", "train.steps=8", "train.eval_every=4",
+         "train.eval_batches=1", "train.eval_batch_size=16", "train.batch=8", "init=doubling", "lengths=0.25,0.5,1",
+         "targets=tied"])
+    run_dir = tmp_path / "work" / "smooth-vs-rough-20260101T000000Z"
+    (run_dir / "depth-2").mkdir(parents=True)
+    from resflow.workflows.run import train_dataset
+
+    steps, ds, _ = train_dataset(config, run_dir=run_dir)
+    assert steps == 8 and ds is not None
+    assert find_resumable(tmp_path, "smooth-vs-rough") == run_dir  # stage checkpoints, no record yet
+    with pytest.raises(ConfigError, match="stop_after"):
+        run_experiment(config, out=tmp_path / "other", stop_after=4)
 
 
 def test_a_copy_that_starts_elsewhere_is_not_forked():

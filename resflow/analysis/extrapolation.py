@@ -15,15 +15,21 @@ model)
 .. math:: \mathcal L(q^2t) - \mathcal L_\infty = d_2\,\frac{\rho}{1 - \rho}.
 
 The **remaining gain** :math:`g = (\mathcal L(q^2t) - \mathcal L_\infty)/\mathcal L(q^2t)` is the
-share of the final loss that longer training would still remove.  Three cases, per student:
+share of the final loss that longer training would still remove.  Three cases, per student, with
+the noise of a fall measured over the paired evaluation batches (a one-sided t bound at level
+``NOISE_P``, :func:`loss_limits`):
 
-* :math:`d_2` is not significantly positive (a one-sided t-test over the paired evaluation batches
-  at level ``NOISE_P``): no fall is measurable in the last step of the progression; the limit is
-  the final loss, :math:`g = 0`;
-* :math:`d_2 > 0` and :math:`d_1 > d_2`: the fall decelerates; :math:`\mathcal L_\infty` and
-  :math:`g` from the tail above (a tail that reaches below zero has no limit in sight);
-* otherwise (:math:`d_1 \le d_2`): the loss falls at least as fast as before; no limit can be
-  extrapolated (:math:`g` is not finite).
+* :math:`d_2` is above its noise and :math:`d_1 > d_2`: the fall decelerates; :math:`\mathcal L_\infty`
+  and :math:`g` from the tail above (a tail that reaches below zero has no limit in sight);
+* :math:`d_2` is within its noise (**flat**): the last fall may be anything up to its ceiling
+  :math:`\bar d_2 = \max(d_2, 0) + \text{noise}` (a one-sided 95% bound, ``CEILING_P``), so
+  :math:`g` is the tail of that ceiling, an upper bound, never zero by default.  If :math:`d_1`
+  is a real fall the ratio is bounded by :math:`\bar d_2/d_1` (no bound, no limit, when that is
+  not below 1); if :math:`d_1` is within its noise as well, the loss did not move measurably over
+  two doublings and the ceiling is taken as the whole tail (falls at least halving per doubling,
+  :math:`\gamma \ge 1`; a stated assumption);
+* otherwise (:math:`d_1 \le d_2`, or a loss that is not finite): the loss falls at least as fast as
+  before; no limit can be extrapolated (:math:`g` is not finite).
 
 Only the final losses of the training lengths enter: a point of the evaluation curve in the middle
 of a run is a loss at a learning rate that has not decayed yet, a different quantity (it carries the
@@ -40,9 +46,10 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["NOISE_P", "LossLimit", "loss_limit", "loss_limits", "geometric_ratio", "asymptotic_interval"]
+__all__ = ["NOISE_P", "CEILING_P", "LossLimit", "loss_limit", "loss_limits", "geometric_ratio", "asymptotic_interval"]
 
 NOISE_P = 0.001  # a fall is real when noise alone would exceed it with at most this probability (one-sided t)
+CEILING_P = 0.05  # the largest fall the noise allows: a one-sided 95% bound
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,22 +81,43 @@ def geometric_ratio(steps) -> float:
     return float(q)
 
 
-def loss_limit(losses, fall_noise: float = 0.0) -> LossLimit:
+def loss_limit(losses, fall_noise: float = 0.0, first_noise: float | None = None,
+               ceiling_noise: float | None = None) -> LossLimit:
     """The :class:`LossLimit` of the final losses at three geometric training lengths (shortest first).
 
-    ``fall_noise`` is the smallest last fall :math:`d_2` that counts as real (from the paired
-    evaluation batches, :func:`loss_limits`); 0 treats any positive fall as real.
+    ``fall_noise`` is the noise on the last fall :math:`d_2` (a fall below it is not measurable) and
+    ``first_noise`` the one on :math:`d_1` (default: the same), both at level ``NOISE_P``;
+    ``ceiling_noise`` the margin of the last fall's upper bound (level ``CEILING_P``; default
+    ``fall_noise``).  All from the paired evaluation batches (:func:`loss_limits`); 0 treats any
+    positive fall as real.
     """
     l1, l2, l3 = (float(v) for v in np.asarray(losses, float)[-3:])
     d1, d2 = l1 - l2, l2 - l3
     ratio = d2 / d1 if d1 > 0 else math.nan
-    if not d2 > fall_noise:
+    none = LossLimit(final=l3, limit=math.nan, gain=math.nan, ratio=ratio, case="no limit")
+    first_noise = fall_noise if first_noise is None else first_noise
+    ceiling_noise = fall_noise if ceiling_noise is None else ceiling_noise
+    if not (math.isfinite(l1) and math.isfinite(l2) and math.isfinite(l3) and l3 > 0):
+        return none
+    if d2 > fall_noise:
+        if d1 > d2:
+            tail = d2 * ratio / (1.0 - ratio)
+            if tail < l3:
+                return LossLimit(final=l3, limit=l3 - tail, gain=tail / l3, ratio=ratio, case="decelerating")
+        return none
+    ceiling = max(d2, 0.0) + ceiling_noise  # the largest last fall the noise allows
+    if ceiling == 0.0:
         return LossLimit(final=l3, limit=l3, gain=0.0, ratio=ratio, case="flat")
-    if d1 > d2:
-        tail = d2 * ratio / (1.0 - ratio)
-        if tail < l3:
-            return LossLimit(final=l3, limit=l3 - tail, gain=tail / l3, ratio=ratio, case="decelerating")
-    return LossLimit(final=l3, limit=math.nan, gain=math.nan, ratio=ratio, case="no limit")
+    if d1 > first_noise:  # a real first fall: the ratio is at most ceiling / d1
+        bound = ceiling / d1
+        if bound >= 1.0:
+            return none
+        tail = ceiling * bound / (1.0 - bound)
+    else:  # neither fall measurable: the ceiling as the whole tail (falls halving per doubling)
+        tail = ceiling
+    if tail >= l3:
+        return none
+    return LossLimit(final=l3, limit=l3 - tail, gain=tail / l3, ratio=ratio, case="flat")
 
 
 def loss_limits(batch_losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -104,13 +132,18 @@ def loss_limits(batch_losses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = np.asarray(batch_losses, float)[..., -3:, :]
     means = values.mean(axis=-1)
     n = values.shape[-1]
-    falls = values[..., 1, :] - values[..., 2, :]
-    se = (stats.t.ppf(1 - NOISE_P, n - 1) * falls.std(axis=-1, ddof=1) / math.sqrt(n) if n >= 2
-          else np.zeros(falls.shape[:-1]))
+    def noise(falls: np.ndarray, p: float) -> np.ndarray:
+        if n < 2:
+            return np.zeros(falls.shape[:-1])
+        return stats.t.ppf(1 - p, n - 1) * falls.std(axis=-1, ddof=1) / math.sqrt(n)
+
+    first = noise(values[..., 0, :] - values[..., 1, :], NOISE_P)
+    last = noise(values[..., 1, :] - values[..., 2, :], NOISE_P)
+    ceiling = noise(values[..., 1, :] - values[..., 2, :], CEILING_P)
     limit = np.empty(means.shape[:-1])
     gain = np.empty(means.shape[:-1])
     for index in np.ndindex(limit.shape):
-        result = loss_limit(means[index], float(se[index]))
+        result = loss_limit(means[index], float(last[index]), float(first[index]), float(ceiling[index]))
         limit[index], gain[index] = result.limit, result.gain
     return limit, gain
 

@@ -122,12 +122,16 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
         per_depth = {field: tuple(float(v) for d, v in zip(depths, row[name].values, strict=True) if d in have)
                      for field, (name, _, _) in _BY_DEPTH.items() if name in row}
         per_depth["losses"] = tuple(v for v in per_depth["losses"] if np.isfinite(v))
+        if not any(np.isfinite(v) or np.isinf(v) for v in per_depth.get("gains", ())):  # no verdict-v2 per depth
+            for field in ("limits", "gains", "gain_highs"):
+                per_depth[field] = ()
         temperature = float(row["temperature"])
         groups = int(row["student_groups"].item()) if "student_groups" in row.coords else 0  # older records: plain
         out.append(SeriesFit(
             target=str(row["target"].item()), loss=str(ds.attrs.get("loss", "?")), scheme=str(row["scheme"].item()),
             student_groups=groups,
             temperature=None if math.isnan(temperature) else temperature, depths=tuple(have),
-            lengths=tuple(json.loads(ds.attrs.get("lengths", "[1.0]"))), **per_depth, **values,
+            lengths=tuple(json.loads(ds.attrs.get("lengths", "[0.5, 1.0]"))),  # older records: the first verdict's
+            **per_depth, **values,
         ))
     return out

@@ -51,19 +51,23 @@ def train_by_doubling(specs: list[StudentSpec], teachers: Mapping[Hashable, Teac
     depths = sorted({s.depth for s in specs})
     if any(b != 2 * a for a, b in zip(depths, depths[1:], strict=False)):
         raise ConfigError(f"depth-doubling continuation needs depths that double (like 2, 4, 8, 16); got {depths}.")
+
+    def counterpart(s: StudentSpec) -> StudentSpec:  # the same student at half the depth, whatever its budget
+        return dataclasses.replace(s, depth=s.depth // 2, budget=1.0)
+
     results, trained = [], {}
     for depth in depths:
         stage = [s for s in specs if s.depth == depth]
         initial = None
         if trained:
-            initial = {s: split_layers(trained[repr(dataclasses.replace(s, depth=depth // 2))]) for s in stage}
+            initial = {s: split_layers(trained[repr(counterpart(s))]) for s in stage}
         stage_dir = None if run_dir is None else Path(run_dir) / f"depth-{depth}"
         if stage_dir is not None:
             stage_dir.mkdir(parents=True, exist_ok=True)
         result = train(stage, teachers, config, seed=seed, run_dir=stage_dir,
                        resume=resume and stage_dir is not None and (stage_dir / "checkpoint.pt").exists(),
                        progress=progress, initial=initial, keep_parameters=True, state_metrics=state_metrics)
-        trained = {repr(s): p for s, p in result.extra["parameters"].items()}
+        trained = {repr(dataclasses.replace(s, budget=1.0)): p for s, p in result.extra["parameters"].items()}
         results.append(result)
     return TrainingResult(
         specs=[s for r in results for s in r.specs], eval_steps=results[0].eval_steps,

@@ -325,23 +325,38 @@ class Trainer:
             final, _ = bank_forward(h0[self.replicate_index[k]], self._layers(k, state.params[k])[0], bank.a, bank.b)
             out.append(self._bank_loss(k, final, targets, state.params[k], with_grad=False)[0])
         values = torch.cat(out).double().cpu()
-        for k, parent in enumerate(self.bank_parent):  # not forked yet: its students are still the parent's
-            if parent is not None and state.step < self.bank_start[k]:
-                values[self.offsets[k]:self.offsets[k + 1]] = values[self.offsets[parent]:self.offsets[parent + 1]]
         values[state.failed] = math.nan
+        for k in self._unforked(state):  # its students are still the parent's (failures included)
+            parent = self.bank_parent[k]
+            values[self.offsets[k]:self.offsets[k + 1]] = values[self.offsets[parent]:self.offsets[parent + 1]]
         return values
+
+    def _unforked(self, state: TrainState) -> list[int]:
+        """Forked banks whose fork has not happened yet at ``state`` (it happens inside the step at
+        ``bank_start``, so a state at that step still holds the bank's initial parameters)."""
+        return [k for k, parent in enumerate(self.bank_parent)
+                if parent is not None and state.step <= self.bank_start[k]]
+
+    def _source(self, state: TrainState, k: int) -> int:
+        """The bank whose parameters stand for bank ``k`` at ``state`` (its parent until it forks; forks of
+        forks followed)."""
+        while k in self._unforked(state):
+            k = self.bank_parent[k]
+        return k
 
     def student_parameters(self, state: TrainState, index: int) -> dict[str, torch.Tensor]:
         """The parameters of student ``index`` (trainer order), as :func:`~resflow.sim.block.init_student`
         gives them."""
         k = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        return self.banks[k].student_parameters(state.params[k], index - self.offsets[k])
+        source = self._source(state, k)
+        return self.banks[k].student_parameters(state.params[source], index - self.offsets[k])
 
     @torch.no_grad()
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
         """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d)."""
         for k, bank in enumerate(self.banks):
-            _, _, states = bank_forward(rmsnorm(x), self._layers(k, state.params[k])[0], bank.a, bank.b,
+            source = self._source(state, k)
+            _, _, states = bank_forward(rmsnorm(x), self._layers(k, state.params[source])[0], bank.a, bank.b,
                                         return_states=True)
             for i, spec in enumerate(bank.specs):
                 yield self.offsets[k] + i, torch.stack([states[layer][i] for layer in range(spec.depth + 1)])

@@ -66,7 +66,10 @@ class ExperimentResult:
 def find_resumable(store: Path | str, experiment: str) -> Path:
     """Latest work directory of ``experiment`` in ``store`` with a checkpoint and no record yet."""
     work = Path(store) / "work"
-    candidates = sorted(p for p in work.glob(f"{experiment}-*") if (p / CHECKPOINT_NAME).exists()
+    def checkpointed(p: Path) -> bool:  # a checkpoint of the run, or of a stage of depth-doubling continuation
+        return (p / CHECKPOINT_NAME).exists() or any(p.glob(f"depth-*/{CHECKPOINT_NAME}"))
+
+    candidates = sorted(p for p in work.glob(f"{experiment}-*") if checkpointed(p)
                         and not (p / RECORD_NAME).exists()) if work.is_dir() else []
     if not candidates:
         raise ConfigError(f"no interrupted {experiment!r} run to resume in {str(store)!r}; run without --resume.")
@@ -82,6 +85,10 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     Shared by :func:`run_experiment` and the sweep cells (:mod:`resflow.workflows.sweep`)."""
     teachers = config.teachers()
     if config.init == "doubling":
+        if stop_after is not None:
+            raise ConfigError("stop_after stops one training run; depth-doubling continuation (init='doubling') "
+                              "trains one run per depth. Interrupt it instead (it resumes stage by stage with "
+                              "--resume), or use init='scratch'.")
         result = train_by_doubling(config.student_specs(), teachers, config.train, seed=config.seed,
                                    run_dir=run_dir, resume=resume, progress=progress, state_metrics=state_signature)
     else:
