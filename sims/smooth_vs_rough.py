@@ -32,12 +32,12 @@ PRESETS = {
     "cpu": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
                             depths=(2, 4, 8, 16), replicates=3, train=CPU_TRAIN),
     # the cpu preset's recipe run until verdict v2 calls both teachers converged: 320k steps for depths 2 and 4
-    # (the tied teacher's shallow students creep ~1% per doubling up to 80k-160k steps), 160k for depths 8 and 16
-    # (one replicate at 80k left them 4-9% to lose); one replicate (teacher seed 0, so the comparison is with
-    # the cpu preset's replicate 0) and 16 evaluation batches, so the falls along training are measured
-    # finely (docs/results.md)
+    # (the tied teacher's shallow students creep ~1% per doubling up to 80k-160k steps), 80k for depths 8 and 16
+    # (one replicate at 80k extrapolated 4-9% still to lose); one replicate (teacher seed 0, so the comparison
+    # is with the cpu preset's replicate 0: `--replicate 0` of the report) and 16 evaluation batches, so the
+    # falls along training are measured finely (docs/results.md)
     "cpu-converged": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
-                                      depths=(2, 4, 8, 16), budgets=(1.0, 1.0, 0.5, 0.5), replicates=1,
+                                      depths=(2, 4, 8, 16), budgets=(1.0, 1.0, 0.25, 0.25), replicates=1,
                                       train=dataclasses.replace(CPU_TRAIN, steps=320_000, eval_every=10_000,
                                                                 eval_batches=16, checkpoint_every=10_000)),
     # the study's toy model: d = 32 (hidden 4d), teachers of depth 128 with W2 / sqrt(128), students of
@@ -65,9 +65,13 @@ EXPERIMENT = Experiment(
 )
 
 
-def report(store: str, record: str | None = None, experiment: str = "smooth-vs-rough") -> str:
+def report(store: str, record: str | None = None, experiment: str = "smooth-vs-rough",
+           replicate: int | None = None) -> str:
     """Markdown tables of a run: final losses by training length, the fits with the verdict, the asymptotic
-    estimates, and how the students' errors add along depth (:mod:`resflow.analysis.tracking`)."""
+    estimates, and how the students' errors add along depth (:mod:`resflow.analysis.tracking`).
+
+    ``replicate`` keeps one replicate (its intervals then from the evaluation batches only): to set one
+    teacher of a run beside a one-replicate run of the same teacher seed (``cpu-converged``)."""
     import numpy as np
 
     from resflow.analysis.fits import fit_dataset
@@ -78,6 +82,8 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
     info = next(r for r in opened.records(kind="toy-run") if r.id == record) if record else opened.records(
         kind="toy-run", name=experiment)[-1]
     ds = opened.load(info)
+    if replicate is not None:
+        ds = ds.sel(replicate=[replicate])
     fits = fit_dataset(ds)
     steps = ds["train_steps"].isel(scheme=0, target=0, replicate=0)
     lines = [f"run {info.id}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
@@ -137,10 +143,25 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
             e = accumulation_exponents(ds, str(target))
             lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
                                                         ("coherence", "output_error", "implied", "local_share")) + " |")
+    if "path_time" in ds:
+        full = ds.isel(scheme=0).sel(length=ds["length"].max())
+        lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
+                  "l/ℓ: at the teacher's pace):", "", "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
+                  "|---|---|---|---|"]
+        for target in ds["target"].values:
+            for d in ds["depth"].values:
+                times = full["path_time"].sel(target=target, depth=d).mean("replicate").values[1:int(d) + 1]
+                lines.append(f"| {target} | {int(d)} | {', '.join(f'{t:.2f}' for t in times)} | "
+                             f"{', '.join(f'{(i + 1) / d:.2f}' for i in range(int(d)))} |")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    import sys
+    import argparse
 
-    print(report(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
+    parser = argparse.ArgumentParser(description="Tables of a smooth-vs-rough run (docs/results.md).")
+    parser.add_argument("store")
+    parser.add_argument("record", nargs="?", default=None, help="a toy-run record id (default: the latest)")
+    parser.add_argument("--replicate", type=int, default=None, help="keep only this replicate")
+    args = parser.parse_args()
+    print(report(args.store, args.record, replicate=args.replicate))
