@@ -168,8 +168,9 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
                                  (pred["procedural"][1], "-.")):
                 ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
-           title="loss vs depth (hollow: the previous training length; stars: extrapolated limits;\n"
+           title="loss vs depth\n(hollow: the previous training length; stars: extrapolated limits;\n"
                  "grey: slopes 1 · ·, 2p − −, 2p+1 −·)")
+    ax.title.set_fontsize(9)
     _depth_ticks(ax, ds["depth"].values)
     ax.legend(fontsize=6.5)
     return ax
