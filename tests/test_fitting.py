@@ -268,3 +268,13 @@ def test_a_fit_record_gives_back_the_fit_it_stored(kwargs):
     for field in ("limits", "gains", "gain_highs", "lengths", "losses"):
         assert np.allclose(getattr(back, field), getattr(fit, field), equal_nan=True) and len(getattr(back, field)) \
             == len(getattr(fit, field)), field
+
+
+def test_an_interval_wide_enough_for_both_laws_is_undecided():
+    """[1.0, 4.8] for a midpoint block holds the ensemble law's 1 (within its tolerance) and the procedural
+    4-5: it decides nothing, and is never called "ensemble"."""
+    from resflow.analysis.regimes import classify
+
+    assert classify(1.0, 4.8, "midpoint", True) == "undecided"
+    assert classify(0.9, 1.1, "midpoint", True) == "ensemble" and classify(3.9, 4.6, "midpoint", True) == "procedural"
+    assert classify(1.8, 2.0, "midpoint", True) == "intermediate"

@@ -30,14 +30,19 @@ def regime_predictions(scheme: str) -> dict[str, tuple[float, float]]:
 
 
 def classify(ci_low: float, ci_high: float, scheme: str, converged: bool) -> str:
-    """``"ensemble"``, ``"procedural"``, ``"intermediate"``, or ``"unconverged"`` (never classified)."""
+    """``"ensemble"``, ``"procedural"``, ``"intermediate"``, ``"undecided"`` (an interval wide enough for
+    both laws), or ``"unconverged"`` (never classified)."""
     if not converged:
         return "unconverged"
     pred = regime_predictions(scheme)
     e_lo, e_hi = pred["ensemble"]
     p_lo, p_hi = pred["procedural"]
-    if ci_low <= e_hi + ENSEMBLE_TOL and ci_high >= e_lo - ENSEMBLE_TOL:
+    ensemble = ci_low <= e_hi + ENSEMBLE_TOL and ci_high >= e_lo - ENSEMBLE_TOL
+    procedural = ci_high >= p_lo - PROCEDURAL_TOL and ci_low <= p_hi + PROCEDURAL_TOL
+    if ensemble and procedural:
+        return "undecided"
+    if ensemble:
         return "ensemble"
-    if ci_high >= p_lo - PROCEDURAL_TOL and ci_low <= p_hi + PROCEDURAL_TOL:
+    if procedural:
         return "procedural"
     return "intermediate"
