@@ -89,28 +89,34 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
     lines = [f"run {info.id}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
              "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
              "|---|---|" + "---|" * ds.sizes["depth"]]
-    mean = ds["final_loss"].isel(scheme=0).mean("replicate")
-    for target in ds["target"].values:
-        for length in ds["length"].values:
-            cells = [f"{float(mean.sel(target=target, length=length, depth=d)):.3e} "
-                     f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
-            lines.append(f"| {target} | {float(length):g} | " + " | ".join(cells) + " |")
+    schemes = [str(v) for v in ds["scheme"].values]
+    for scheme in schemes:
+        mean = ds["final_loss"].sel(scheme=scheme).mean("replicate")
+        for target in ds["target"].values:
+            name = target if len(schemes) == 1 else f"{target} ({scheme})"
+            for length in ds["length"].values:
+                cells = [f"{float(mean.sel(target=target, length=length, depth=d)):.3e} "
+                         f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
+                lines.append(f"| {name} | {float(length):g} | " + " | ".join(cells) + " |")
 
     def interval(value, low, high):
         return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+    def series(f) -> str:
+        return f.target if len(schemes) == 1 else f"{f.target} ({f.scheme})"
 
     lines += ["", "| teacher | α [95%] | law α [95%] | drift [90%] | remaining gain by depth (upper 90%) | verdict |",
               "|---|---|---|---|---|---|"]
     for f in fits:
         gains = ", ".join("∞" if not np.isfinite(g) else f"{g:.0%} ({h:.0%})"
                           for g, h in zip(f.gains, f.gain_highs, strict=True))
-        lines.append(f"| {f.target} | {interval(f.exponent, f.ci_low, f.ci_high)} | "
+        lines.append(f"| {series(f)} | {interval(f.exponent, f.ci_low, f.ci_high)} | "
                      f"{interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | "
                      f"{interval(f.drift, f.drift_low, f.drift_high)} | {gains} | {f.verdict} |")
     lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) | points to |",
               "|---|---|---|---|"]
     for f in fits:
-        lines.append(f"| {f.target} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
+        lines.append(f"| {series(f)} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
                      f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
                      f"{f.asymptotic_regime} |")
     if "error_coherence" in ds:
@@ -163,5 +169,6 @@ if __name__ == "__main__":  # pragma: no cover
     parser.add_argument("store")
     parser.add_argument("record", nargs="?", default=None, help="a toy-run record id (default: the latest)")
     parser.add_argument("--replicate", type=int, default=None, help="keep only this replicate")
+    parser.add_argument("--experiment", default="smooth-vs-rough", help="the latest run of this experiment (rk2 …)")
     args = parser.parse_args()
-    print(report(args.store, args.record, replicate=args.replicate))
+    print(report(args.store, args.record, experiment=args.experiment, replicate=args.replicate))
