@@ -102,3 +102,12 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     # a student's trajectory error starts at 0 (same input state) and its layers beyond its depth are NaN
     tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0)
     assert float(tied["trajectory_error"].sel(layer=0)) == 0.0 and np.isnan(float(tied["trajectory_error"].sel(layer=3)))
+    # the report prints the run's tables from its record: losses by length, the verdict, the estimate, tracking
+    from resflow.sims.smooth_vs_rough import report
+
+    text = report(str(tmp_path / "store"))
+    for header in ("| teacher | length | ℓ = 2 | ℓ = 4 |", "| teacher | α [95%] | law α [95%] | drift [90%]",
+                   "asymptotic α [95%] (estimate)", "coherence exponent c", "path time of h_1"):
+        assert header in text, header
+    assert report(str(tmp_path / "store"), replicate=0).splitlines()[0].endswith("1 replicates, steps per depth and "
+                                                                                  "length in the table")
