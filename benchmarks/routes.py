@@ -13,7 +13,10 @@ training (the per-student loop: the engine has one batch size); and depth-doubli
 student trained by the same route, split into 16 half steps, then trained; its seconds include the depth-8
 training).
 
-    python benchmarks/routes.py --steps 40000 --target 3e-5     # about 40 minutes on 2 cores
+    python benchmarks/routes.py --steps 20000 --target 3e-5
+
+Slow: at --steps 20000 the first route alone ran for more than 20 minutes on the 2-core machine (sharing
+it with another run), so the six routes need about two hours.
 """
 
 from __future__ import annotations
