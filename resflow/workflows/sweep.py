@@ -247,6 +247,8 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
     progress : callable, optional
         ``progress(cells done, cells in all, cell key, ok)`` after each cell.
 
+    Notes
+    -----
     A failed cell does not stop the others; it is reported in ``SweepResult.failed``.
     """
     if not isinstance(plan, SweepPlan):
