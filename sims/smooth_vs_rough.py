@@ -89,21 +89,32 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
     lines = [f"run {info.id}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
              "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
              "|---|---|" + "---|" * ds.sizes["depth"]]
-    schemes = [str(v) for v in ds["scheme"].values]
-    for scheme in schemes:
-        mean = ds["final_loss"].sel(scheme=scheme).mean("replicate")
-        for target in ds["target"].values:
-            name = target if len(schemes) == 1 else f"{target} ({scheme})"
-            for length in ds["length"].values:
-                cells = [f"{float(mean.sel(target=target, length=length, depth=d)):.3e} "
-                         f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
-                lines.append(f"| {name} | {float(length):g} | " + " | ".join(cells) + " |")
+    from resflow.analysis.fits import series_dims
+
+    dims = series_dims(ds)
+    varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
+
+    def name(target, scheme=None, temperature=None, groups=None) -> str:
+        extra = [str(scheme)] if "scheme" in varying else []
+        extra += [f"T = {float(temperature):g}"] if "temperature" in varying else []
+        extra += [f"K = {int(groups)}"] if "student_groups" in varying else []
+        return f"{target} ({', '.join(extra)})" if extra else str(target)
+
+    mean = ds["final_loss"].mean("replicate").stack(series=dims)
+    for i in range(mean.sizes["series"]):
+        one = mean.isel(series=i)
+        label = {d: one[d].item() for d in dims}
+        row = name(label["target"], label.get("scheme"), label.get("temperature"), label.get("student_groups"))
+        for length in ds["length"].values:
+            cells = [f"{float(one.sel(length=length, depth=d)):.3e} "
+                     f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
+            lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
 
     def interval(value, low, high):
         return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
     def series(f) -> str:
-        return f.target if len(schemes) == 1 else f"{f.target} ({f.scheme})"
+        return name(f.target, f.scheme, f.temperature, f.student_groups)
 
     lines += ["", "| teacher | α [95%] | law α [95%] | drift [90%] | remaining gain by depth (upper 90%) | verdict |",
               "|---|---|---|---|---|---|"]
