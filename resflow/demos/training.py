@@ -63,8 +63,9 @@ def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] 
 
     A toy version of the main experiment (``resflow run smooth-vs-rough``): one replicate, width 4,
     600 steps at a large learning rate, so the students are far from trained and the slopes are
-    rough (about 1.1 for the rough teacher and 1.6 for the smooth one at seed 0, against 1.1-1.2 and
-    2.6-2.8 for the cpu preset's 20k-40k steps); the smooth teacher's loss already falls faster.
+    rough (about 1.1 for the rough teacher and 1.6 for the smooth one at seed 0, against 1.12 and 2.77
+    for the cpu preset's 12k steps and 1.23 and 3.05 for the converged run, docs/results.md); the smooth
+    teacher's loss already falls faster.
     """
     started = time.perf_counter()
     seed, steps = check_int("seed", seed, minimum=0), check_int("steps", steps, minimum=1)
