@@ -85,7 +85,8 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
     if replicate is not None:
         ds = ds.sel(replicate=[replicate])
     fits = fit_dataset(ds)
-    steps = ds["train_steps"].isel(scheme=0, target=0, replicate=0)
+    steps = ds["train_steps"].isel(replicate=0)
+    steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})  # steps depend on depth, length
     lines = [f"run {info.id}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
              "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
              "|---|---|" + "---|" * ds.sizes["depth"]]
@@ -130,7 +131,7 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
         lines.append(f"| {series(f)} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
                      f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
                      f"{f.asymptotic_regime} |")
-    if "error_coherence" in ds:
+    if "error_coherence" in ds and "temperature" not in ds.dims:  # tracking: MSE runs
         full = ds.isel(scheme=0).sel(length=ds["length"].max())
         lines += ["", "How the errors add along depth (full length, replicate mean; resflow.analysis.tracking): "
                   "coherence C of the layers' output errors (ℓ: coherent, 1: incoherent), linearity (0: the loss is "
@@ -160,7 +161,7 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
             e = accumulation_exponents(ds, str(target))
             lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
                                                         ("coherence", "output_error", "implied", "local_share")) + " |")
-    if "path_time" in ds:
+    if "path_time" in ds and "temperature" not in ds.dims:
         full = ds.isel(scheme=0).sel(length=ds["length"].max())
         lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
                   "l/ℓ: at the teacher's pace):", "", "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
