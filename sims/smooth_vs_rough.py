@@ -74,15 +74,22 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
     teacher of a run beside a one-replicate run of the same teacher seed (``cpu-converged``)."""
     import numpy as np
 
-    from resflow.analysis.fits import fit_dataset
+    from resflow.analysis.fits import fit_dataset, series_dims
     from resflow.analysis.tracking import accumulation_exponents
+    from resflow.errors import ConfigError
     from resflow.store import Store
 
     opened = Store.open(store)
-    info = next(r for r in opened.records(kind="toy-run") if r.id == record) if record else opened.records(
-        kind="toy-run", name=experiment)[-1]
+    runs = [r for r in opened.records(kind="toy-run") if (r.id == record if record else r.name == experiment)]
+    if not runs:
+        raise ConfigError(f"no toy-run record {record or experiment!r} in the store {store!r}; `resflow fit "
+                          f"{store}` prints each run's record id (give one, or --experiment with a run's name).")
+    info = runs[-1]
     ds = opened.load(info)
     if replicate is not None:
+        have = [int(r) for r in ds["replicate"].values]
+        if replicate not in have:
+            raise ConfigError(f"replicate must be one of the run's replicates {have}; got {replicate}.")
         ds = ds.sel(replicate=[replicate])
     fits = fit_dataset(ds)
     steps = ds["train_steps"].isel(replicate=0)
@@ -90,8 +97,6 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
     lines = [f"run {info.id}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
              "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
              "|---|---|" + "---|" * ds.sizes["depth"]]
-    from resflow.analysis.fits import series_dims
-
     dims = series_dims(ds)
     varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
 
@@ -176,6 +181,7 @@ def report(store: str, record: str | None = None, experiment: str = "smooth-vs-r
 
 if __name__ == "__main__":  # pragma: no cover
     import argparse
+    import sys
 
     parser = argparse.ArgumentParser(description="Tables of a smooth-vs-rough run (docs/results.md).")
     parser.add_argument("store")
@@ -183,4 +189,9 @@ if __name__ == "__main__":  # pragma: no cover
     parser.add_argument("--replicate", type=int, default=None, help="keep only this replicate")
     parser.add_argument("--experiment", default="smooth-vs-rough", help="the latest run of this experiment (rk2 …)")
     args = parser.parse_args()
-    print(report(args.store, args.record, experiment=args.experiment, replicate=args.replicate))
+    from resflow.errors import ResflowError
+
+    try:
+        print(report(args.store, args.record, experiment=args.experiment, replicate=args.replicate))
+    except ResflowError as error:
+        sys.exit(f"error: {error}")

@@ -111,3 +111,9 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
         assert header in text, header
     assert report(str(tmp_path / "store"), replicate=0).splitlines()[0].endswith("1 replicates, steps per depth and "
                                                                                   "length in the table")
+    from resflow.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="replicate must be one of"):
+        report(str(tmp_path / "store"), replicate=5)
+    with pytest.raises(ConfigError, match="no toy-run record 'nope'"):
+        report(str(tmp_path / "store"), "nope")
