@@ -68,7 +68,9 @@ def engine_route(name: str, steps: int, overrides: list[str], depth: int = 16, i
                    initial={s: initial[s.length] for s in specs} if initial is not None else None)
     losses = {s.length: float(result.final_batches[i].mean()) for i, s in enumerate(result.specs)}
     timing = ms_per_step(config.train, [StudentSpec("tied", "euler", depth, 0)], teachers)
-    return {"route": name, "losses": [losses[lam] for lam in LENGTHS], "ms_per_step": timing,
+    t = config.train
+    return {"route": name, "optimizer": f"{t.optimizer} {t.adam_beta1}, {t.adam_beta2}",
+            "losses": [losses[lam] for lam in LENGTHS], "ms_per_step": timing,
             "parameters": {s.length: p for s, p in result.extra["parameters"].items()}}
 
 
@@ -119,13 +121,17 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--target", type=float, default=3e-5, help="the depth-16 loss to reach")
     parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (2: the whole 2-core machine)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
+    # every route names its optimizer and betas: the cpu preset it starts from is itself SOAP (0.95, 0.95)
     soap = ["train.optimizer=soap", "train.adam_beta1=0.95", "train.adam_beta2=0.95"]
     budgets = [lam * args.steps for lam in LENGTHS]
     rows = []
-    for name, overrides in (("Adam (study: betas 0.9, 0.999)", []),
-                            ("Adam, betas 0.95, 0.95", ["train.adam_beta1=0.95", "train.adam_beta2=0.95"]),
+    for name, overrides in (("Adam (study: betas 0.9, 0.999)", ["train.optimizer=adam", "train.adam_beta1=0.9",
+                                                                "train.adam_beta2=0.999"]),
+                            ("Adam, betas 0.95, 0.95", ["train.optimizer=adam", "train.adam_beta1=0.95",
+                                                        "train.adam_beta2=0.95"]),
                             ("SOAP, betas 0.95, 0.95", soap),
                             ("SOAP, betas 0.95, 0.95, lr x2", soap + ["train.lr_scale=16"])):
         row = engine_route(name, args.steps, overrides)

@@ -35,6 +35,7 @@ from typing import Any
 
 from .errors import (
     ConfigError,
+    FitFailedError,
     IncompatibleOptionsError,
     ResflowError,
     ShapeError,
@@ -87,6 +88,7 @@ __all__ = [
     "ShapeError",
     "IncompatibleOptionsError",
     "TableauError",
+    "FitFailedError",
 ]
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "ShapeError",
     "IncompatibleOptionsError",
     "TableauError",
+    "FitFailedError",
 ]
 
 
@@ -39,3 +40,7 @@ class IncompatibleOptionsError(ConfigError):
 
 class TableauError(ConfigError):
     """A Butcher tableau is inconsistent (not explicit, rows do not sum to c, order not met)."""
+
+
+class FitFailedError(ResflowError):
+    """A fit ran but failed its checks (starts disagree, a term vanished, standard errors not finite)."""

@@ -85,7 +85,7 @@ def test_llm_demo_needs_its_data_and_says_where(tmp_path, monkeypatch):
 
     csv = tmp_path / "table.csv"
     synthetic_table().to_csv(csv, index=False)
-    result = demos.llm_depth_fit(data=str(csv), starts=8)
+    result = demos.llm_depth_fit(data=str(csv), starts=32)
     assert abs(result.data.attrs["alpha_l"] - TRUE["alpha_l"]) < 0.3
 
 

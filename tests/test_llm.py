@@ -14,10 +14,14 @@ from resflow import ConfigError
 from resflow.cli import app
 from resflow.llm.data import CHINCHILLA, load_scaling_table, parse_column_map
 from resflow.llm.scaling_fit import (
+    MIN_AGREE,
     PARAMS,
+    STUDY_CUT,
     ScalingFitSettings,
     bootstrap_fit,
+    diagnose,
     exclusion_sweep,
+    fit_dataset_record,
     fit_scaling_law,
     holdout_validation,
     predict,
@@ -132,7 +136,7 @@ def test_llm_fit_and_compare_commands(tmp_path):
     csv = tmp_path / "table.csv"
     synthetic_table().to_csv(csv, index=False)
     store = tmp_path / "store"
-    result = runner.invoke(app, ["llm-fit", "--data", str(csv), "--bootstrap", "50", "--starts", "8",
+    result = runner.invoke(app, ["llm-fit", "--data", str(csv), "--bootstrap", "50", "--starts", "32",
                                  "--exclude-top", "5", "--out", str(store), "--json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
@@ -192,3 +196,82 @@ def test_loader_refuses_repeated_headers(tmp_path):
     csv.write_text(text.replace("dup,", "loss,", 1))  # two 'loss' headers; pandas would call one 'loss.1'
     with pytest.raises(ConfigError, match="repeats the column"):
         load_scaling_table(csv)
+
+
+def test_a_fit_that_cannot_be_trusted_says_why():
+    table = synthetic_table()
+    good = fit_scaling_law(table, ScalingFitSettings(n_starts=32))
+    assert good.failure is None and good.starts_agree >= MIN_AGREE
+    lone = fit_scaling_law(table, ScalingFitSettings(n_starts=1))
+    assert "only 1 of 1 starts" in lone.failure
+    # a table with no data term: its coefficient underflows, so its exponent is not determined
+    noise = np.exp(np.random.default_rng(1).normal(0, 0.005, len(table)))
+    no_data = table.assign(loss=predict({**TRUE, "c_D": 0.0}, table.d_model, table.n_layers, table.num_tokens) * noise)
+    fit = fit_scaling_law(no_data, ScalingFitSettings(n_starts=16))
+    assert "data term vanishes" in fit.failure and "alpha_D is not determined" in fit.failure
+    # an exponent that ran off while its term still matters, and standard errors that are not finite
+    logm, logl, logd = (np.log(table[c].to_numpy(float)) for c in ("d_model", "n_layers", "num_tokens"))
+    theta = np.array([63 * np.log(512.0) + np.log(0.1), 63.0, np.log(3.5), 1.0, np.log(900.0), 0.33, np.log(1.7)])
+    finite = dict.fromkeys(PARAMS, 0.1)
+    assert diagnose(theta, finite, 5, 8, logm, logl, logd) == "alpha_m = 63 ran past 10"
+    assert "not finite" in diagnose(good.theta, {**finite, "alpha_D": np.nan}, 5, 8, logm, logl, logd)
+    assert diagnose(good.theta, finite, MIN_AGREE, 8, logm, logl, logd) is None
+
+
+def test_the_studys_cut_applies_to_the_chinchilla_table_only(tmp_path):
+    small = synthetic_table(n=48)  # a user's own table: fitted whole by default
+    fit = fit_scaling_law(small, ScalingFitSettings(n_starts=32))
+    assert fit.excluded == 0 and fit.n_points == 48
+    csv = tmp_path / "mine.csv"
+    small.to_csv(csv, index=False)
+    table = load_scaling_table(csv)
+    assert table.attrs["chinchilla"] is False
+    assert fit_scaling_law(table, ScalingFitSettings(n_starts=32, exclude_top=5)).excluded == 5
+    result = runner.invoke(app, ["llm-fit", "--data", str(csv), "--starts", "32", "--out", str(tmp_path / "s"),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["excluded"] == 0 and json.loads(result.stdout)["n_points"] == 48
+
+
+@needs_chinchilla
+def test_the_chinchilla_table_gets_the_studys_cut_and_four_starts_fail():
+    table = load_scaling_table(CHINCHILLA_PATH)
+    assert table.attrs["chinchilla"] is True
+    assert fit_scaling_law(table, ScalingFitSettings(n_starts=16)).excluded == STUDY_CUT
+    degenerate = fit_scaling_law(table, ScalingFitSettings(n_starts=4))  # the review's case: c_m = 8e-193, alpha_m 63
+    assert degenerate.failure is not None and "not finite" in degenerate.failure
+
+
+def test_a_failed_fit_is_not_written_unless_kept_and_never_compared(tmp_path):
+    csv = tmp_path / "table.csv"
+    synthetic_table().to_csv(csv, index=False)
+    store = tmp_path / "store"
+    refused = runner.invoke(app, ["llm-fit", "--data", str(csv), "--starts", "1", "--out", str(store)])
+    text = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "the fit failed: only 1 of 1 starts" in text and "Traceback" not in text
+    assert "--keep-failed" in text and not store.exists()  # nothing written
+    kept = runner.invoke(app, ["llm-fit", "--data", str(csv), "--starts", "1", "--keep-failed", "--out", str(store),
+                               "--json"])
+    assert kept.exit_code == 0, kept.output
+    assert json.loads(kept.stdout)["failure"].startswith("only 1 of 1 starts")
+    from resflow.store import Store
+
+    (record,) = Store.open(store).records(kind="llm-fit")
+    assert Store.open(store).load(record).attrs["failure"].startswith("only 1 of 1")
+    compared = runner.invoke(app, ["compare", str(store)])
+    assert compared.exit_code == 0, compared.output
+    assert f"(failed fit) {record.id}" in " ".join(compared.output.split())
+    rows = json.loads(runner.invoke(app, ["compare", str(store), "--json"]).stdout)
+    assert not [r for r in rows if r["source"] == "llm"]
+
+
+def test_records_written_before_the_checks_are_judged_on_what_they_hold():
+    from resflow.llm.comparison import fit_failure
+
+    lone = fit_scaling_law(synthetic_table(), ScalingFitSettings(n_starts=1))
+    old = fit_dataset_record(lone)
+    del old.attrs["failure"]  # as written before the checks existed
+    assert "only 1 of 1 starts" in fit_failure(old) and "not finite" in fit_failure(old)
+    good = fit_dataset_record(fit_scaling_law(synthetic_table(), ScalingFitSettings(n_starts=32)))
+    del good.attrs["failure"]
+    assert fit_failure(good) is None

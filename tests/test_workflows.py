@@ -64,6 +64,28 @@ def test_fit_command_equals_fit_store_and_reuses_fit_records(cli_store):
     assert not any(r.reused for r in other) and len(Store.open(cli_store).records(kind="fit")) == 2
 
 
+def test_fit_skips_and_names_a_foreign_run_record_and_fits_the_rest(cli_store, tmp_path):
+    import shutil
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(cli_store, store_dir)
+    foreign = Store.open(store_dir).write(xr.Dataset({"x": (("i",), np.arange(3.0))},
+                                                     attrs={"experiment": "smooth-vs-rough"}),
+                                          kind="toy-run", name="foreign")
+    result = runner.invoke(app, ["fit", str(store_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"skipped {foreign}" in " ".join(result.stderr.split())
+    rows = json.loads(result.stdout)
+    assert rows and {r["run"] for r in rows} == {Store.open(cli_store).records(kind="toy-run")[0].id}
+    runs = resflow.fit_store(store_dir)
+    assert [r.skipped is not None for r in runs] == [False, True] and runs[1].run == foreign and not runs[1].fits
+    only_foreign = tmp_path / "foreign-only"
+    Store.open(only_foreign, create=True).write(xr.Dataset({"x": (("i",), np.arange(3.0))}), kind="toy-run",
+                                                name="foreign")
+    refused = runner.invoke(app, ["fit", str(only_foreign)])
+    assert refused.exit_code == 2 and "could be fitted" in " ".join(refused.output.split())
+
+
 def test_fit_records_round_trip_exactly(cli_store):
     store = Store.open(cli_store)
     run = store.load(store.records(kind="toy-run")[0])
@@ -118,9 +140,8 @@ def test_llm_fit_command_equals_fit_llm_table(tmp_path):
     csv = tmp_path / "grid.csv"
     pd.DataFrame({"model_size": 12 * m**2 * ell, "FLOP": 6 * 12 * m**2 * ell * D, "loss": loss, "num_tokens": D,
                   "d_model": m, "n_layers": ell}).to_csv(csv, index=False)
-    cli = json.loads(invoke("llm-fit", "--data", csv, "--starts", 8, "--exclude-top", 0, "--out", tmp_path / "a",
-                            "--json").stdout)
-    result = resflow.fit_llm_table(csv, settings=resflow.llm.ScalingFitSettings(n_starts=8, exclude_top=0),
+    cli = json.loads(invoke("llm-fit", "--data", csv, "--starts", 32, "--out", tmp_path / "a", "--json").stdout)
+    result = resflow.fit_llm_table(csv, settings=resflow.llm.ScalingFitSettings(n_starts=32),
                                    out=tmp_path / "b")
     assert math.isclose(cli["alpha_l"], result.fit.params["alpha_l"]) and abs(cli["alpha_l"] - 1.0) < 0.05
 

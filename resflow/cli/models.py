@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from .app import app, console, interruptible, progress_bar, user_errors
+from .app import app, console, err_console, interruptible, progress_bar, user_errors
 
 NOTHING_WRITTEN = "nothing was written to the store; run the command again"
 
@@ -20,9 +20,10 @@ def llm_fit(
     data: Annotated[Path | None, typer.Option(help="CSV with loss, num_tokens, d_model, n_layers (model_size and "
                                                    "FLOP optional; other headers: --columns); default: "
                                                    "$RESFLOW_DATA_DIR/chinchilla_depth_width.csv.")] = None,
-    exclude_top: Annotated[int, typer.Option(help="Drop the points whose loss is at or above the N-th largest "
-                                                  "(the study's cut: 40, which keeps 203 Chinchilla points).",
-                                             min=0)] = 40,
+    exclude_top: Annotated[int | None, typer.Option(help="Drop the points whose loss is at or above the N-th "
+                                                         "largest (default: the study's 40 on the Chinchilla table, "
+                                                         "which keeps 203 points; none on any other table).",
+                                                    min=0)] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for percentile intervals (0: none).",
                                            min=0)] = 0,
     depth_offset: Annotated[float, typer.Option(help="Fit (ell - K) instead of ell.", min=0)] = 0.0,
@@ -37,9 +38,14 @@ def llm_fit(
     download: Annotated[bool, typer.Option("--download", help="Fetch the Chinchilla table (pinned sha256) if "
                                                               "no --data is given.")] = False,
     out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = Path("results"),
+    keep_failed: Annotated[bool, typer.Option("--keep-failed", help="Store a fit that failed its checks, marked "
+                                                                    "as failed (never shown by compare).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Fit L = c_m m^-a_m + c_l (l-k)^-a_l + c_D D^-a_D + L0 to trained-LLM data; write it to a store."""
+    """Fit L = c_m m^-a_m + c_l (l-k)^-a_l + c_D D^-a_D + L0 to trained-LLM data; write it to a store.
+
+    A fit whose starts disagree, whose standard errors are not finite or one of whose terms vanished is
+    reported as failed: nothing is written and the exit status is 2, unless --keep-failed."""
     from resflow.llm import PARAMS, ScalingFitSettings, parse_column_map
     from resflow.workflows import fit_llm_table
 
@@ -48,6 +54,7 @@ def llm_fit(
         with progress_bar("fitting", 1) as update:
             result = fit_llm_table(data, columns=parse_column_map(columns), download=download, settings=settings,
                                    bootstrap=bootstrap, holdout=holdout, sweep_exclusions=sweep_exclusions, out=out,
+                                   keep_failed=keep_failed,
                                    progress=lambda stage, done, total: update(done, total, description=stage))
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))
@@ -62,6 +69,9 @@ def llm_fit(
             table.add_row(name, f"{fit.params[name]:.4g}", f"{fit.se[name]:.3g}",
                           "-" if ci is None else f"[{ci[0]:.4g}, {ci[1]:.4g}]")
         console.print(table)
+        if fit.failure:
+            err_console.print(f"[bold red]failed fit (kept as asked, marked failed):[/] {fit.failure}",
+                              highlight=False)
         if fit.holdout:
             h = fit.holdout
             console.print(f"held-out ({h['splits']} splits of {h['test_fraction']:.0%}): RMS log-loss residual "
@@ -69,11 +79,12 @@ def llm_fit(
                           f"alpha_l {h['alpha_l_mean']:.2f} ± {h['alpha_l_sd']:.2f}", highlight=False)
         if result.sweep:
             sweep = Table(title="Exclusion sweep")
-            for column in ("excluded", "points", "alpha_l", "std. error", "starts agree"):
+            for column in ("excluded", "points", "alpha_l", "std. error", "starts agree", "checks"):
                 sweep.add_column(column)
             for f in result.sweep:
                 sweep.add_row(str(f.excluded), str(f.n_points), f"{f.params['alpha_l']:.3f}", f"{f.se['alpha_l']:.3f}",
-                              str(f.starts_agree))
+                              f"{f.starts_agree}/{f.n_starts}", "passed" if f.failure is None
+                              else f"[red]failed[/]: {f.failure}")
             console.print(sweep)
         console.print(f"wrote records {result.data_record} and {result.fit_record} to store {out}", highlight=False)
 
@@ -105,6 +116,8 @@ def compare(
         if result.unfitted:
             console.print(f"[yellow]not shown[/] (no fit record; `resflow fit STORE` fits them): "
                           f"{', '.join(result.unfitted)}", highlight=False)
+        for record, why in result.failed:
+            console.print(f"[yellow]not shown[/] (failed fit) {record}: {why}", highlight=False)
         console.print(f"figure: {result.figure}")
 
 

@@ -11,7 +11,7 @@ import xarray as xr
 
 from .._validate import check_int
 from ..analysis import colors, new_figure, step_angles, update_angles
-from ..errors import ConfigError
+from ..errors import ConfigError, FitFailedError
 from ..experiments import ExperimentConfig
 from ..loglog import slopes
 from ..sim import Teacher, TrainConfig, train
@@ -95,7 +95,8 @@ def llm_depth_fit(seed: int = 0, *, data: str | None = None, starts: int = 16) -
     """(g) The depth scaling law L = c_m m^-a_m + c_l l^-a_l + c_D D^-a_D + L0 on the Chinchilla table.
 
     Needs the table (``data=PATH``, or ``$RESFLOW_DATA_DIR``; resflow never ships it): without it a
-    clear :class:`~resflow.errors.ConfigError` says where to put it.
+    clear :class:`~resflow.errors.ConfigError` says where to put it.  A fit that fails its checks
+    (``LawFit.failure``) raises :class:`~resflow.errors.FitFailedError` instead of drawing.
     """
     from ..llm import ScalingFitSettings, fit_scaling_law, load_scaling_table, predict
 
@@ -106,6 +107,8 @@ def llm_depth_fit(seed: int = 0, *, data: str | None = None, starts: int = 16) -
     except ConfigError as exc:
         raise ConfigError(f"the llm_depth_fit demo needs the Chinchilla table: {exc}") from None
     fit = fit_scaling_law(table, ScalingFitSettings(n_starts=starts, seed=seed))
+    if fit.failure:  # a demo never draws a failed fit as if it were a result
+        raise FitFailedError(f"the llm_depth_fit demo's fit failed: {fit.failure}; try more starts (starts=64).")
     m, ell, tokens, loss = (table[c].to_numpy(float) for c in ("d_model", "n_layers", "num_tokens", "loss"))
     predicted = predict(fit.params, m, ell, tokens)
     depth_term = fit.params["c_l"] * ell ** -fit.params["alpha_l"]

@@ -7,9 +7,25 @@ import xarray as xr
 
 from ..analysis.compare import ComparisonRow, DepthPart
 from ..analysis.regimes import classify
-from .scaling_fit import PARAMS
+from .scaling_fit import MIN_AGREE, PARAMS
 
-__all__ = ["llm_row", "depth_part"]
+__all__ = ["fit_failure", "llm_row", "depth_part"]
+
+
+def fit_failure(fit: xr.Dataset) -> str | None:
+    """Why an ``llm-fit`` record is not a result (kept with ``--keep-failed``), or None.
+
+    Records written before the checks existed carry no ``failure`` attribute; for them the checks that the
+    record itself allows are redone: finite standard errors and enough agreeing starts."""
+    if fit.attrs.get("failure"):
+        return str(fit.attrs["failure"])
+    reasons = []
+    agree, _, starts = str(fit.attrs.get("starts_agree", "")).partition("/")
+    if agree.isdigit() and int(agree) < MIN_AGREE:
+        reasons.append(f"only {agree} of {starts} starts reached the best optimum")
+    if not np.isfinite(fit["se"].values).all():
+        reasons.append("the standard errors are not finite")
+    return "; ".join(reasons) or None
 
 
 def llm_row(fit: xr.Dataset, *, record: str) -> ComparisonRow:

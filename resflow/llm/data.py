@@ -93,7 +93,10 @@ def parse_column_map(spec: str | None) -> dict[str, str]:
 
 def load_scaling_table(path: str | Path | None = None, *, columns: dict[str, str] | None = None,
                        download: bool = False) -> pd.DataFrame:
-    """Read and validate a scaling table; returns the required columns (and the optional ones it has) as floats."""
+    """Read and validate a scaling table; returns the required columns (and the optional ones it has) as floats.
+
+    ``attrs``: ``path``, ``sha256`` and ``chinchilla`` (whether this is the pinned Chinchilla table, the one
+    table the study's exclusion of its 40 highest losses is meant for)."""
     path = resolve_table_path(path, download=download)
     try:
         raw = pd.read_csv(path)
@@ -122,6 +125,8 @@ def load_scaling_table(path: str | Path | None = None, *, columns: dict[str, str
     if len(table) < 10:
         raise ConfigError(f"{str(path)!r} has {len(table)} rows; the seven-parameter fit needs at least 10.")
     table.attrs["path"] = str(path)
+    table.attrs["sha256"] = _sha256(path)
+    table.attrs["chinchilla"] = table.attrs["sha256"] == CHINCHILLA["sha256"]  # the study's cut applies to it only
     return table
 
 

@@ -18,6 +18,12 @@ Parameters are :math:`\theta = (\log c_m, \alpha_m, \log c_\ell, \alpha_\ell, \l
   percentile intervals;
 * held-out validation over random splits, and a sweep over how many highest-loss points are
   excluded (the study drops them; the result is known to depend on it).
+
+A fit that cannot be trusted says so (:attr:`LawFit.failure`): fewer than :data:`MIN_AGREE` starts
+reached the best optimum, a term of the law vanishes at every point of the table (its coefficient
+underflowed, so its exponent is not determined), an exponent ran past :data:`MAX_EXPONENT`, or the
+standard errors are not finite.  The study's exclusion of the 40 highest losses applies to the
+Chinchilla table only; any other table is fitted whole unless ``exclude_top`` says otherwise.
 """
 
 from __future__ import annotations
@@ -34,11 +40,17 @@ from scipy.optimize import least_squares
 from .._validate import check_choice, check_int, check_real
 from ..errors import ConfigError
 
-__all__ = ["PARAMS", "ScalingFitSettings", "LawFit", "fit_scaling_law", "bootstrap_fit", "holdout_validation",
-           "exclusion_sweep", "predict", "fit_dataset_record"]
+__all__ = ["PARAMS", "STUDY_CUT", "MIN_AGREE", "MAX_EXPONENT", "ScalingFitSettings", "LawFit", "fit_scaling_law",
+           "excluded_points", "diagnose", "bootstrap_fit", "holdout_validation", "exclusion_sweep", "predict",
+           "fit_dataset_record"]
 
 PARAMS = ("c_m", "alpha_m", "c_l", "alpha_l", "c_D", "alpha_D", "L0")
 LOG_PARAMS = {"c_m": 0, "c_l": 2, "c_D": 4, "L0": 6}  # theta index holding the log of the parameter
+STUDY_CUT = 40  # the study's exclusion on the Chinchilla table (203 of 245 points kept)
+MIN_AGREE = 2  # starts that must reach the best optimum for it to count as found
+MAX_EXPONENT = 10.0  # an exponent beyond this has run off: the term is not determined by the data
+NEGLIGIBLE = 1e-6  # a term below this share of the loss at every point has vanished
+TERMS = (("width", "c_m", "alpha_m"), ("depth", "c_l", "alpha_l"), ("data", "c_D", "alpha_D"))
 
 
 @dataclass(frozen=True)
@@ -47,14 +59,15 @@ class ScalingFitSettings:
     huber_delta: float = 1e-3
     n_starts: int = 64
     depth_offset: float = 0.0
-    exclude_top: int = 40  # the study's cut on the Chinchilla table (203 of 245 points kept)
+    exclude_top: int | None = None  # None: the study's STUDY_CUT on the Chinchilla table, 0 on any other
     seed: int = 0
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, ("huber", "squared"))
         object.__setattr__(self, "huber_delta", check_real("huber_delta", self.huber_delta, low=0, low_open=True))
         object.__setattr__(self, "n_starts", check_int("n_starts", self.n_starts, minimum=1))
-        object.__setattr__(self, "exclude_top", check_int("exclude_top", self.exclude_top, minimum=0))
+        if self.exclude_top is not None:
+            object.__setattr__(self, "exclude_top", check_int("exclude_top", self.exclude_top, minimum=0))
         object.__setattr__(self, "depth_offset", check_real("depth_offset", self.depth_offset, low=0))
 
 
@@ -74,6 +87,7 @@ class LawFit:
     bootstrap: np.ndarray | None = None
     holdout: dict[str, float] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    failure: str | None = None  # why the fit cannot be trusted; None for a fit that passed every check
 
     def to_json(self) -> dict:
         out: dict = {}
@@ -84,7 +98,8 @@ class LawFit:
                 out[f"{name}_ci"] = list(self.ci[name])
         out.update(n_points=self.n_points, excluded=self.excluded, starts_agree=self.starts_agree,
                    n_starts=self.n_starts, rms_log_residual=self.rms_log_residual, loss=self.settings.loss,
-                   huber_delta=self.settings.huber_delta, depth_offset=self.settings.depth_offset)
+                   huber_delta=self.settings.huber_delta, depth_offset=self.settings.depth_offset,
+                   failure=self.failure)
         if self.holdout is not None:
             out["holdout"] = self.holdout
         if self.seconds:
@@ -141,26 +156,53 @@ def _starts(n: int, rng: np.random.Generator) -> np.ndarray:
     return low + (high - low) * rng.random((n, 7))
 
 
+def excluded_points(table: pd.DataFrame, settings: ScalingFitSettings) -> int:
+    """How many highest-loss points ``settings`` excludes from ``table``: ``exclude_top`` when given, else
+    the study's :data:`STUDY_CUT` for the Chinchilla table (``table.attrs["chinchilla"]``) and 0 for any other."""
+    if settings.exclude_top is not None:
+        return settings.exclude_top
+    return STUDY_CUT if table.attrs.get("chinchilla") else 0
+
+
 def _prepare(table: pd.DataFrame, settings: ScalingFitSettings) -> pd.DataFrame:
-    """The points fitted: every point whose loss is below the ``exclude_top``-th largest loss.
+    """The points fitted: every point whose loss is below the ``n``-th largest loss (``excluded_points``).
 
     This is the study's rule (Liu et al. 2026, repository liuyz0/DepthScaling, Scaling/bootstrap.py:
     keep ``loss < sorted(loss)[-40]``), so points tied with the cut are dropped too: on the
     Chinchilla table, 40 excluded leave 203 points (three rows share the 40th-largest loss).
     """
-    if settings.exclude_top == 0:
+    n = excluded_points(table, settings)
+    if n == 0:
         return table
-    if settings.exclude_top > len(table):
-        raise ConfigError(f"--exclude-top {settings.exclude_top} is more than the {len(table)} points of the table; "
+    if n > len(table):
+        raise ConfigError(f"--exclude-top {n} is more than the {len(table)} points of the table; "
                           "choose a smaller number (0 keeps them all).")
-    threshold = np.sort(table["loss"].to_numpy(float))[-settings.exclude_top]
+    threshold = np.sort(table["loss"].to_numpy(float))[-n]
     keep = table[table["loss"] < threshold]
     if len(keep) <= len(PARAMS) + 1:
         raise ConfigError(
-            f"--exclude-top {settings.exclude_top} leaves {len(keep)} of {len(table)} points, too few for "
+            f"--exclude-top {n} leaves {len(keep)} of {len(table)} points, too few for "
             f"{len(PARAMS)} parameters; choose a smaller number."
         )
     return keep
+
+
+def diagnose(theta, se: dict[str, float], agree: int, n_starts: int, logm, logl, logd) -> str | None:
+    """Why a fit cannot be trusted, in one line, or None (see the module docstring for the checks)."""
+    reasons = []
+    if agree < MIN_AGREE:
+        reasons.append(f"only {agree} of {n_starts} starts reached the best optimum, so it is not confirmed")
+    terms = _terms(theta, logm, logl, logd)
+    total = sum(terms)
+    params, _ = _natural(theta, np.zeros(len(PARAMS)))
+    for (name, coef, alpha), term in zip(TERMS, terms[:3], strict=True):
+        if not np.max(term / total) >= NEGLIGIBLE:
+            reasons.append(f"the {name} term vanishes ({coef} = {params[coef]:.3g}, so {alpha} is not determined)")
+        elif abs(params[alpha]) > MAX_EXPONENT:
+            reasons.append(f"{alpha} = {params[alpha]:.3g} ran past {MAX_EXPONENT:g}")
+    if not all(np.isfinite(v) for v in se.values()):
+        reasons.append("the standard errors are not finite (the data do not determine every parameter)")
+    return "; ".join(reasons) or None
 
 
 def fit_scaling_law(table: pd.DataFrame, settings: ScalingFitSettings = ScalingFitSettings(),
@@ -190,8 +232,9 @@ def fit_scaling_law(table: pd.DataFrame, settings: ScalingFitSettings = ScalingF
         se_theta = np.full(p, np.nan)
     params, se = _natural(best.x, se_theta)
     fit = LawFit(params=params, se=se, theta=best.x, cost=float(best.cost), n_points=n,
-                 excluded=settings.exclude_top, starts_agree=agree, n_starts=len(results),
-                 rms_log_residual=float(np.sqrt(np.mean(resid**2))), settings=settings)
+                 excluded=excluded_points(table, settings), starts_agree=agree, n_starts=len(results),
+                 rms_log_residual=float(np.sqrt(np.mean(resid**2))), settings=settings,
+                 failure=diagnose(best.x, se, agree, len(results), logm, logl, logd))
     fit.seconds["fit"] = time.perf_counter() - t0
     return fit
 
@@ -273,6 +316,7 @@ def fit_dataset_record(fit: LawFit, data_record: str | None = None) -> xr.Datase
         coords={"param": ("param", list(PARAMS), {"long_name": "parameter of the scaling law"})},
         attrs={"settings": str(fit.settings), "n_points": str(fit.n_points), "excluded": str(fit.excluded),
                "starts_agree": f"{fit.starts_agree}/{fit.n_starts}", "data_record": data_record or "",
+               "failure": fit.failure or "",
                "law": "L = c_m m^-alpha_m + c_l (ell - k)^-alpha_l + c_D D^-alpha_D + L0"},
     )
     if fit.ci:

@@ -1,7 +1,8 @@
 """Theory, toy runs and trained LLMs side by side: what ``resflow compare`` calls.
 
 Toy exponents are read from the ``fit`` records (the latest of each run), never refitted; a run
-without one is listed in ``unfitted`` (``resflow fit STORE`` fits it).
+without one is listed in ``unfitted`` (``resflow fit STORE`` fits it).  An ``llm-fit`` record of a fit
+that failed its checks (stored with ``--keep-failed``) is listed in ``failed``, never shown as a result.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, to
 from ..analysis.fit_records import fits_from_dataset
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
-from ..llm.comparison import depth_part, llm_row
+from ..llm.comparison import depth_part, fit_failure, llm_row
 from ..provenance import provenance
 from ..store import Store
 from .fit import latest_fit_records
@@ -24,11 +25,13 @@ __all__ = ["Comparison", "compare_stores"]
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    """Every row of the comparison, the figure, and the toy runs that had no fit record."""
+    """Every row of the comparison, the figure, the toy runs that had no fit record, and the ``llm-fit``
+    records not shown because the fit failed its checks (record id, why)."""
 
     rows: tuple[ComparisonRow, ...]
     figure: Path
     unfitted: tuple[str, ...]
+    failed: tuple[tuple[str, str], ...] = ()
 
 
 def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = None,
@@ -41,7 +44,7 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
     opened = [Store.open(path) for path in stores]
     if figure is not None and Path(figure).exists():
         raise ConfigError(f"{str(figure)!r} exists; choose a new file (nothing is overwritten).")
-    toy, llm, parts, unfitted, schemes = [], [], [], [], {"euler"}
+    toy, llm, parts, unfitted, failed, schemes = [], [], [], [], [], {"euler"}
     for k, store in enumerate(opened):
         report(str(store.path), k, len(opened))
         latest = latest_fit_records(store)
@@ -54,6 +57,10 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
             toy += toy_rows(fits, experiment=info.name, record=latest[info.id])
         for info in store.records(kind="llm-fit"):
             fit = store.load(info)
+            failure = fit_failure(fit)
+            if failure is not None:  # a failed fit is never shown as a result
+                failed.append((info.id, failure))
+                continue
             llm.append(llm_row(fit, record=info.id))
             data_id = fit.attrs.get("data_record")
             if data_id:
@@ -63,4 +70,4 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
     path = Path(figure) if figure is not None else opened[0].work_dir("compare") / "compare.png"
     save_figure(comparison_figure(rows, parts), path,
                 provenance({"stores": [str(s) for s in stores]}, records=[r.record for r in rows]))
-    return Comparison(rows=tuple(rows), figure=path, unfitted=tuple(unfitted))
+    return Comparison(rows=tuple(rows), figure=path, unfitted=tuple(unfitted), failed=tuple(failed))

@@ -21,13 +21,15 @@ __all__ = ["RunFits", "fit_store", "latest_fit_records"]
 
 @dataclass(frozen=True, kw_only=True)
 class RunFits:
-    """The fits of one ``toy-run`` record, and the ``fit`` record that holds them."""
+    """The fits of one ``toy-run`` record, and the ``fit`` record that holds them; for a record this resflow
+    cannot fit (foreign or damaged), ``skipped`` says why and ``fits`` is empty."""
 
     run: str
     experiment: str
     fit_record: str
     fits: tuple[SeriesFit, ...]
     reused: bool
+    skipped: str | None = None
 
 
 def latest_fit_records(store: Store, *, settings_json: str | None = None) -> dict[str, str]:
@@ -41,7 +43,10 @@ def latest_fit_records(store: Store, *, settings_json: str | None = None) -> dic
 
 
 def fit_store(store: Path | str | Store, settings: FitSettings | None = None) -> list[RunFits]:
-    """Fit (or read back the fits of) every ``toy-run`` record of ``store``, oldest first."""
+    """Fit (or read back the fits of) every ``toy-run`` record of ``store``, oldest first.
+
+    A record this resflow cannot fit (written by another version, or damaged) is skipped with the reason in
+    :attr:`RunFits.skipped`; if no record could be fitted the call raises :class:`ConfigError`."""
     store = store if isinstance(store, Store) else Store.open(store)
     runs = store.records(kind="toy-run")
     if not runs:
@@ -56,9 +61,17 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None) ->
             fits = fits_from_dataset(store.load(existing))
             out.append(RunFits(run=info.id, experiment=experiment, fit_record=existing, fits=tuple(fits), reused=True))
             continue
-        fits = fit_dataset(ds, settings)
+        try:
+            fits = fit_dataset(ds, settings)
+        except ConfigError as exc:  # a foreign or damaged record: skip it, name it, go on
+            out.append(RunFits(run=info.id, experiment=experiment, fit_record="", fits=(), reused=False,
+                               skipped=str(exc)))
+            continue
         record = fits_to_dataset(fits, source_record=info.id, settings=settings)
         record.attrs.update(provenance({"fit_settings": settings.to_json(), "run": info.id}))
         fit_id = store.write(record, kind="fit", name=info.name)
         out.append(RunFits(run=info.id, experiment=experiment, fit_record=fit_id, fits=tuple(fits), reused=False))
+    if all(r.skipped for r in out):
+        raise ConfigError(f"no toy run of store {str(store.path)!r} could be fitted: "
+                          + "; ".join(f"{r.run}: {r.skipped}" for r in out))
     return out

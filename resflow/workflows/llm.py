@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import FitFailedError
 from ..llm.data import CHINCHILLA, load_scaling_table, table_dataset
 from ..llm.scaling_fit import (
     LawFit,
@@ -35,13 +36,14 @@ class LLMFitResult:
         out = {**self.fit.to_json(), "record": self.fit_record, "data_record": self.data_record}
         if self.sweep:
             out["sweep"] = [{"excluded": f.excluded, "n_points": f.n_points, "alpha_l": f.params["alpha_l"],
-                             "alpha_l_se": f.se["alpha_l"], "starts_agree": f.starts_agree} for f in self.sweep]
+                             "alpha_l_se": f.se["alpha_l"], "starts_agree": f.starts_agree, "failure": f.failure}
+                            for f in self.sweep]
         return out
 
 
 def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | None = None, download: bool = False,
                   settings: ScalingFitSettings | None = None, bootstrap: int = 0, holdout: int = 0,
-                  sweep_exclusions: bool = False, out: Path | str = "results",
+                  sweep_exclusions: bool = False, out: Path | str = "results", keep_failed: bool = False,
                   progress: Callable[[str, int, int], None] | None = None) -> LLMFitResult:
     """Fit :math:`L(m, \\ell, D)` to a table and write the table and the fit into the store ``out``.
 
@@ -54,11 +56,15 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
     columns : dict, optional
         ``{expected: actual}`` column names, e.g. ``{"n_layers": "depth"}``.
     settings : ScalingFitSettings, optional
-        Loss, starts, depth offset, how many highest-loss points to exclude.
+        Loss, starts, depth offset, how many highest-loss points to exclude (default: the study's 40 on
+        the Chinchilla table, none on any other).
     bootstrap, holdout : int
         Bootstrap resamples (percentile intervals) and held-out validation splits; 0 for none.
     sweep_exclusions : bool
         Also fit with 0, 5, 10, 20, 30, 40, 60 points excluded.
+    keep_failed : bool
+        Write a fit that failed its checks (``LawFit.failure``), marked as failed; by default such a fit
+        raises :class:`~resflow.errors.FitFailedError` and nothing is written.
     progress : callable, optional
         ``progress(stage, done, total)``.
     """
@@ -68,6 +74,11 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
     report("fit", 0, 1)
     fit = fit_scaling_law(table, settings)
     report("fit", 1, 1)
+    if fit.failure and not keep_failed:
+        raise FitFailedError(
+            f"the fit failed: {fit.failure}. Nothing was written. Try more starts (--starts 64 or more), "
+            "--loss squared, or fewer excluded points, and check the table's columns and units; --keep-failed "
+            "stores the fit marked as failed.")
     if bootstrap:
         bootstrap_fit(table, fit, bootstrap, progress=lambda done, total: report("bootstrap", done, total))
     if holdout:
@@ -78,7 +89,7 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
     store = Store.open(out, create=True)
     prov = provenance({"settings": settings.__dict__, "data": table.attrs.get("path"), "bootstrap": bootstrap},
                       seed=settings.seed)
-    is_chinchilla = str(table.attrs.get("path", "")).endswith(CHINCHILLA["file"])
+    is_chinchilla = bool(table.attrs.get("chinchilla"))
     data_ds = table_dataset(table, source=CHINCHILLA["source"] if is_chinchilla else str(table.attrs["path"]),
                             license=CHINCHILLA["license"] if is_chinchilla else "as given by the user")
     data_ds.attrs.update(prov)
