@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks of one session, in one command (issue 12): on a CUDA machine
-#   1. `resflow bench --device cuda` at the cpu preset and the study's shapes (JSON rows), with the
+#   1. `resflow bench --device cuda --json` at the cpu preset and the study's shapes (JSON rows), with the
 #      TF32-vs-float32 and CUDA-graphs-vs-eager checks of a short run;
 #   2. the `paper` preset of smooth-vs-rough (the study's recipe: 2 teachers x 3 seeds x 6 depths),
 #      timed, its fits as JSON.
@@ -49,7 +49,18 @@ print("python", platform.python_version(), "| torch", torch.__version__, "| cuda
 PY
 
 echo "== bench ($DEVICE)"
-"${RESFLOW[@]}" bench --device "$DEVICE" --json "$OUT/bench.json" "${BENCH[@]}" | tee "$OUT/bench.txt"
+# the rows and checks as JSON (also a `bench` record of the run's store)
+"${RESFLOW[@]}" bench --device "$DEVICE" --out "$OUT/store" --json "${BENCH[@]}" > "$OUT/bench.json"
+$PY - "$OUT/bench.json" <<'PY' | tee "$OUT/bench.txt"
+import json, sys
+result = json.load(open(sys.argv[1]))
+for r in result["rows"]:
+    print(f"{r['case']:10s} {r['engine']:8s} {r['ms_per_step']:8.2f} ms/step  {r['fraction_of_sgemm']:.0%} of sgemm  "
+          f"vs loop {r['speedup_vs_loop']}")
+for c in result["checks"]:
+    print(f"{c['other']}: max rel. difference {c['max_relative_difference']:.2e}, "
+          f"{c['reference_ms_per_step']:.1f} -> {c['other_ms_per_step']:.1f} ms/step")
+PY
 
 echo "== paper preset of smooth-vs-rough ($DEVICE)"
 start=$(date +%s)

@@ -22,4 +22,5 @@ EXPERIMENT = Experiment(
     summary="Euler and midpoint (RK2, one MLP per stage) students of both teachers: a higher-order block "
             "steepens the procedural law and does nothing against a rough target.",
     presets=PRESETS, figure=figure,
+    costs={"cpu": "629 s on one thread of a shared machine (docs/results.md)"},
 )

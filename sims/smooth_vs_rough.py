@@ -62,6 +62,8 @@ EXPERIMENT = Experiment(
            "cpu-converged": "the cpu recipe until verdict v2 calls both teachers converged; one replicate "
                             "(about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
+    costs={"cpu": "565 s (docs/results.md); 492 s for the whole `make demo` from a fresh clone",
+           "cpu-converged": "54 min on one thread of a shared machine (docs/results.md)"},
 )
 
 

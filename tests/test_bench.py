@@ -23,10 +23,19 @@ def tiny_cases(monkeypatch):
     return tiny
 
 
-def test_bench_rows_and_json(tiny_cases, tmp_path):
-    result = CliRunner().invoke(app, ["bench", "--case", "tiny", "--rounds", "2", "--json", str(tmp_path / "b.json")])
+def test_bench_rows_json_and_record(tiny_cases, tmp_path):
+    store = tmp_path / "store"
+    result = CliRunner().invoke(app, ["bench", "--case", "tiny", "--rounds", "2", "--json", "--out", str(store)])
     assert result.exit_code == 0, result.output
-    rows = json.loads((tmp_path / "b.json").read_text())
+    printed = json.loads(result.stdout)
+    rows = printed["rows"]
+    from resflow.store import Store
+
+    (record,) = Store.open(store).records(kind="bench")
+    assert printed["record"] == record.id and printed["meta"]["torch"]
+    ds = Store.open(store).load(record)
+    assert list(ds["engine"].values) == ["batched", "loop"] and list(ds["ms_per_step"].values) == [
+        r["ms_per_step"] for r in rows]
     assert [(r["case"], r["engine"]) for r in rows] == [("tiny", "batched"), ("tiny", "loop")]
     for r in rows:
         assert FIELDS <= set(r) and r["ms_per_step"] > 0 and 0 < r["fraction_of_sgemm"] < 1 and r["rounds"] == 2
@@ -37,13 +46,13 @@ def test_bench_rows_and_json(tiny_cases, tmp_path):
     students = 3 * 4 * 64 * 8 * 32 * (2 + 4) * 2
     teachers = 2 * 4 * 64 * 8 * 32 * 8
     assert batched["gflops"] == loop["gflops"] == pytest.approx((students + teachers) / 1e9)
-    again = CliRunner().invoke(app, ["bench", "--case", "tiny", "--rounds", "1", "--json", str(tmp_path / "b.json")])
-    assert again.exit_code == 2 and "exists" in again.output
+    again = CliRunner().invoke(app, ["bench", "--case", "tiny", "--rounds", "1", "--out", str(store)])
+    assert again.exit_code == 0 and len(Store.open(store).records(kind="bench")) == 2  # a new record, none replaced
 
 
-def test_bench_refuses_unknown_cases():
-    result = CliRunner().invoke(app, ["bench", "--case", "huge"])
-    assert result.exit_code == 2 and "unknown bench case" in result.output
+def test_bench_refuses_unknown_cases(tmp_path):
+    result = CliRunner().invoke(app, ["bench", "--case", "huge", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "unknown bench case" in result.output and not (tmp_path / "s").exists()
 
 
 def test_gpu_script_runs_in_smoke_mode_on_the_cpu(tmp_path):
@@ -52,7 +61,7 @@ def test_gpu_script_runs_in_smoke_mode_on_the_cpu(tmp_path):
                          timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     files = {p.name for p in (tmp_path / "gpu").iterdir()}
-    assert {"bench.json", "bench-checks.json", "paper-fits.json", "paper.txt", "machine.txt"} <= files
+    assert {"bench.json", "bench.txt", "paper-fits.json", "paper.txt", "machine.txt"} <= files
     assert "paper preset wall time" in (tmp_path / "gpu" / "paper.txt").read_text()
-    checks = json.loads((tmp_path / "gpu" / "bench-checks.json").read_text())
+    checks = json.loads((tmp_path / "gpu" / "bench.json").read_text())["checks"]
     assert checks[0]["other"] == "tf32=True" and checks[0]["max_relative_difference"] == 0.0  # no TF32 on a CPU

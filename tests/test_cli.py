@@ -38,15 +38,16 @@ def test_tableaux_json_lists_the_registry():
 @pytest.fixture(scope="module")
 def demo_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
-    first = runner.invoke(app, ["demo", "--out", str(out), "--seed", "1"])
-    second = runner.invoke(app, ["demo", "--out", str(out), "--seed", "1"])
+    first = runner.invoke(app, ["demo", "overview", "--out", str(out), "--seed", "1"])
+    second = runner.invoke(app, ["demo", "overview", "--out", str(out), "--seed", "1"])
     return out, first, second
 
 
 def test_demo_writes_dataset_figure_and_provenance(demo_runs):
     out, first, _ = demo_runs
     assert first.exit_code == 0, first.output
-    run_dir = sorted(out.iterdir())[0]
+    run_dir = sorted((out / "work").iterdir())[0]
+    assert run_dir.name.startswith("demo-overview-")
     assert {p.name for p in run_dir.iterdir()} == {"demo.nc", "demo.png", "provenance.json"}
     ds = xr.open_dataset(run_dir / "demo.nc", engine="scipy")
     for key in ("config", "seed", "resflow_version", "torch_version", "git_commit", "created"):
@@ -62,13 +63,16 @@ def test_demo_writes_dataset_figure_and_provenance(demo_runs):
 def test_demo_never_overwrites_an_earlier_run(demo_runs):
     out, _, second = demo_runs
     assert second.exit_code == 0
-    assert len(list(out.iterdir())) == 2
+    assert len(list((out / "work").iterdir())) == 2
 
 
 def test_bad_input_exits_nonzero_without_traceback(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = runner.invoke(app, ["demo", "--out", str(blocker)])
+    result = runner.invoke(app, ["demo", "overview", "--out", str(blocker)])
     assert result.exit_code == 2
-    assert "out must be a directory" in result.output and "Traceback" not in result.output
+    assert str(blocker) in " ".join(result.output.split()).replace(" ", "") or "store" in result.output
+    assert "Traceback" not in result.output and blocker.read_text() == "x"
+    unnamed = runner.invoke(app, ["demo"])
+    assert unnamed.exit_code == 2 and "no demo named" in unnamed.output and "overview" in unnamed.output
     assert runner.invoke(app, ["nonsense"]).exit_code != 0

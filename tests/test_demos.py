@@ -93,13 +93,15 @@ def test_demo_command_lists_saves_and_never_overwrites(tmp_path):
     runner = CliRunner()
     listed = runner.invoke(app, ["demo", "--list"])
     assert listed.exit_code == 0 and all(name in listed.output for name in demos.DEMOS)
-    out = tmp_path / "fig.png"
-    first = runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(out)])
+    assert "overview" in listed.output
+    store = tmp_path / "store"
+    first = runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(store)])
     assert first.exit_code == 0, first.output
-    assert out.read_bytes().startswith(b"\x89PNG") and out.with_suffix(".nc").exists()
-    again = runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(out)])
-    assert again.exit_code == 2 and "exists" in again.output
-    assert runner.invoke(app, ["demo", "nosuch"]).exit_code == 2
-    assert runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(tmp_path / "f.jpg")]).exit_code == 2
-    into_dir = runner.invoke(app, ["demo", "roughness_knob", "--out", str(tmp_path / "d")])
-    assert into_dir.exit_code == 0 and list((tmp_path / "d").glob("demo-roughness_knob-*/roughness_knob.png"))
+    (png,) = (store / "work").glob("demo-ensemble_averaging-*/ensemble_averaging.png")
+    assert png.read_bytes().startswith(b"\x89PNG") and png.with_suffix(".nc").exists()
+    again = runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(store)])  # a new directory, none replaced
+    assert again.exit_code == 0 and len(list((store / "work").glob("demo-ensemble_averaging-*"))) == 2
+    assert runner.invoke(app, ["demo", "nosuch", "--out", str(store)]).exit_code == 2
+    blocker = tmp_path / "f.jpg"
+    blocker.write_text("x")
+    assert runner.invoke(app, ["demo", "ensemble_averaging", "--out", str(blocker)]).exit_code == 2

@@ -316,7 +316,8 @@ def cli_cases(inputs):
         junk.filter(lambda s: s not in resflow.laws.names()).map(lambda n: ["theory", n]),
         st.sampled_from([["bench", "--case", "nosuch"], ["bench", "--check", "fp8"], ["bench", "--rounds", "0"],
                          ["bench", "--device", "tpu", "--case", "nosuch"], ["tableaux", "--bogus"],
-                         ["demo", "--seed", "-1", "--out", good], ["demo", "--out", str(stores["a-file"])]]),
+                         ["demo", "overview", "--seed", "-1", "--out", good],
+                         ["demo", "overview", "--out", str(stores["a-file"])]]),
         st.tuples(st.sampled_from(["teacher:nosuch", "teacher:correlated:7", "teacher:fractional:x",
                                    str(inputs["root"] / "no-such-model")]),
                   st.sampled_from([[], ["--max-tokens", "0"], ["--batch-size", "-1"], ["--device", "tpu"]])).map(

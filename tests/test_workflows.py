@@ -147,9 +147,9 @@ def test_llm_fit_command_equals_fit_llm_table(tmp_path):
 
 
 def test_demo_command_equals_run_flow_demo(tmp_path):
-    invoke("demo", "--out", tmp_path / "a", "--seed", 3)
+    invoke("demo", "overview", "--out", tmp_path / "a", "--seed", 3)
     result = resflow.run_flow_demo(tmp_path / "b", resflow.workflows.FlowDemoConfig(seed=3))
-    (cli_dir,) = (tmp_path / "a").iterdir()
+    (cli_dir,) = (tmp_path / "a" / "work").iterdir()
     with xr.open_dataset(cli_dir / "demo.nc", engine="scipy") as cli:
         np.testing.assert_array_equal(cli["empirical_order"].values, result.dataset["empirical_order"].values)
 

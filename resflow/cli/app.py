@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,7 +13,25 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from resflow import ResflowError, __version__
 
-__all__ = ["app", "console", "err_console", "user_errors", "progress_bar", "interruptible"]
+__all__ = ["app", "console", "err_console", "user_errors", "progress_bar", "interruptible", "Device", "JsonFlag",
+           "DEVICES", "DEFAULT_STORE"]
+
+# The command-line grammar (docs/cli.md), one definition each: every command that runs work takes --device
+# auto|cpu|cuda (default auto); --json is an on/off flag that prints machine output on stdout; --out is a store.
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_STORE = Path("results")
+
+
+def _device(value: str) -> str:
+    if value not in DEVICES:
+        raise typer.BadParameter(f"{value!r} is not a device; choose auto, cpu or cuda.")
+    return value
+
+
+Device = Annotated[str, typer.Option(metavar="[auto|cpu|cuda]", callback=_device,
+                                     help="Where the work runs: auto (cuda when available, else cpu), cpu or cuda.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON) on stdout; messages and "
+                                                      "progress stay on stderr.")]
 
 app = typer.Typer(
     name="resflow",
@@ -20,6 +39,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: flags shown as flags, values by their metavar
 )
 console = Console()  # results (stdout)
 err_console = Console(stderr=True)  # errors and progress (stderr: --json output stays clean)

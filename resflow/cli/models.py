@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from .app import app, console, err_console, interruptible, progress_bar, user_errors
+from .app import DEFAULT_STORE, Device, JsonFlag, app, console, err_console, interruptible, progress_bar, user_errors
 
 NOTHING_WRITTEN = "nothing was written to the store; run the command again"
 
@@ -37,10 +37,10 @@ def llm_fit(
                                                      "n_layers=depth,d_model=width,num_tokens=tokens.")] = None,
     download: Annotated[bool, typer.Option("--download", help="Fetch the Chinchilla table (pinned sha256) if "
                                                               "no --data is given.")] = False,
-    out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = Path("results"),
+    out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = DEFAULT_STORE,
     keep_failed: Annotated[bool, typer.Option("--keep-failed", help="Store a fit that failed its checks, marked "
                                                                     "as failed (never shown by compare).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Fit L = c_m m^-a_m + c_l (l-k)^-a_l + c_D D^-a_D + L0 to trained-LLM data; write it to a store.
 
@@ -92,7 +92,7 @@ def llm_fit(
 @app.command()
 def compare(
     stores: Annotated[list[Path], typer.Argument(help="One or more store directories.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of rows).")] = False,
+    as_json: JsonFlag = False,
     figure: Annotated[Path | None, typer.Option(help="Where to write the figure (default: a new work "
                                                      "directory of the first store).")] = None,
 ) -> None:
@@ -130,11 +130,11 @@ def probe(
                                                exists=True, dir_okay=False, readable=True)] = None,
     max_tokens: Annotated[int, typer.Option(help="Tokens (or Gaussian inputs for teachers) to probe.", min=1)] = 4096,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.", min=1)] = 8,
-    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
-    half: Annotated[bool, typer.Option("--half", help="bf16 weights (GPU).")] = False,
+    device: Device = "auto",
+    bf16: Annotated[bool, typer.Option("--bf16", help="Load the weights in bfloat16 (halves GPU memory).")] = False,
     normalise: Annotated[bool, typer.Option("--normalise", help="Plot against l / L.")] = False,
-    out: Annotated[Path, typer.Option(help="Store for the probe record and figure.")] = Path("results"),
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    out: Annotated[Path, typer.Option(help="Store for the probe record and figure.")] = DEFAULT_STORE,
+    as_json: JsonFlag = False,
 ) -> None:
     """Hidden-state metrics per layer (rotation, update angles, norms, progress, per-layer loss)."""
     from resflow.workflows import probe_models
@@ -142,7 +142,7 @@ def probe(
     with user_errors(), interruptible(NOTHING_WRITTEN):
         with progress_bar("probing", len(models)) as update:
             run = probe_models(models, texts=texts, max_tokens=max_tokens, batch_size=batch_size, device=device,
-                               half=half, normalise=normalise, out=out,
+                               bf16=bf16, normalise=normalise, out=out,
                                progress=lambda model, done, total: update(done, total, note=model))
         payload = [r.to_json() for r in run.results]
         if as_json:

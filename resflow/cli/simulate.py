@@ -12,7 +12,36 @@ from rich.table import Table
 
 from resflow.experiments import registered
 
-from .app import app, console, err_console, interruptible, progress_bar, user_errors
+from .app import DEFAULT_STORE, Device, JsonFlag, app, console, err_console, interruptible, progress_bar, user_errors
+
+PRESET_HELP = (f"A preset of EXPERIMENT: {', '.join(sorted({p for e in registered().values() for p in e.presets}))} "
+               "(which experiment has which, and what each costs: resflow run --list).")
+StoreOption = Annotated[Path, typer.Option(help="Store directory (created if missing).")]
+
+
+def device_overrides(device: str, sets: list[str] | None) -> list[str]:
+    """The ``--set`` overrides with ``--device`` folded in as ``train.device`` (one device, given once)."""
+    from resflow import IncompatibleOptionsError
+
+    set_devices = {str(item).partition("=")[2].strip() for item in sets or []
+                   if str(item).partition("=")[0].strip() == "train.device"}
+    if set_devices and device != "auto" and set_devices != {device}:
+        raise IncompatibleOptionsError(f"--device {device} and --set train.device={', '.join(sorted(set_devices))} "
+                                       "disagree; give the device once.")
+    return list(sets or []) + ([] if set_devices else [f"train.device={device}"])
+
+
+def list_experiments() -> Table:
+    """Every experiment with its presets: students, steps, and what a run cost on the 2-core machine."""
+    table = Table(title="Experiments and presets (resflow run EXPERIMENT --preset PRESET)")
+    for column in ("experiment", "preset", "students", "steps", "cost on 2 CPU cores", "summary"):
+        table.add_column(column)
+    for name, experiment in registered().items():
+        for k, (preset_name, config) in enumerate(experiment.presets.items()):
+            table.add_row(name if k == 0 else "", preset_name, str(len(config.student_specs())),
+                          str(config.train.steps), experiment.costs.get(preset_name, "not measured"),
+                          experiment.summary if k == 0 else "")
+    return table
 
 
 def _interval(value: float, low: float, high: float) -> str:
@@ -69,33 +98,33 @@ def verdicts(fits) -> str:
 
 @app.command()
 def run(
-    experiment: Annotated[str, typer.Argument(help=" | ".join(registered()))],
-    preset: Annotated[str, typer.Option(help="cpu (minutes on 2 cores), cpu-converged (hours; smooth-vs-rough) "
-                                      "or paper (the study's scale, GPU); see docs/experiments.md.")] = "cpu",
-    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    experiment: Annotated[str | None, typer.Argument(help=" | ".join(registered()))] = None,
+    preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "cpu",
+    device: Device = "auto",
     replicates: Annotated[int | None, typer.Option(help="Replicates: each its own teachers, data and student "
                                                         "initialisations (overrides the preset).", min=1)] = None,
-    out: Annotated[Path, typer.Option(help="Store directory (created if missing).")] = Path("results"),
+    out: StoreOption = DEFAULT_STORE,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
                     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the latest interrupted run of EXPERIMENT "
                                                           "in --out.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the experiments, their presets and what each costs "
+                                                       "on 2 CPU cores, and exit.")] = False,
 ) -> None:
     """Train students against teachers, fit depth exponents, write the run, its fits and a figure."""
-    from resflow import IncompatibleOptionsError
+    from resflow import ConfigError
     from resflow.experiments import preset as load_preset
     from resflow.workflows import run_experiment
 
+    if list_:
+        console.print(list_experiments())
+        return
     with user_errors():
+        if experiment is None:
+            raise ConfigError(f"name an EXPERIMENT ({', '.join(registered())}); resflow run --list shows them "
+                              "with their presets.")
         config = load_preset(experiment, preset)
-        set_devices = {str(item).partition("=")[2].strip() for item in set_ or []
-                       if str(item).partition("=")[0].strip() == "train.device"}
-        sets_device = bool(set_devices)
-        if sets_device and device != "auto" and set_devices != {device}:
-            raise IncompatibleOptionsError(f"--device {device} and --set train.device={', '.join(sorted(set_devices))} "
-                                           "disagree; give the device once.")
-        overrides = (list(set_ or []) + ([] if sets_device else [f"train.device={device}"])
-                     + ([f"replicates={replicates}"] if replicates else []))
+        overrides = device_overrides(device, set_) + ([f"replicates={replicates}"] if replicates else [])
         config = config.with_overrides(overrides)
         err_console.print(f"{experiment} ({preset}): {len(config.student_specs())} students, {config.train.steps} "
                           f"steps, targets {', '.join(config.targets)}", highlight=False)
@@ -138,43 +167,41 @@ def fit(
                 console.print(verdicts(r.fits), highlight=False)
 
 
+OVERVIEW = "overview"  # the dynamics-core overview (resflow.workflows.run_flow_demo), beside the classroom demos
+
+
 @app.command()
 def demo(
-    name: Annotated[str | None, typer.Argument(help="A classroom demo (--list shows them); omit for the "
-                                                    "dynamics-core overview.")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List the classroom demos and exit.")] = False,
-    out: Annotated[Path, typer.Option(help="A directory (the run goes into a new subdirectory; not a store) or, "
-                                           "with NAME, a .png file (its data goes beside it as .nc).")
-                   ] = Path("demos"),
+    name: Annotated[str | None, typer.Argument(help=f"{OVERVIEW} (stacks -> ODE, ensembles, teachers) or a "
+                                                    "classroom demo; resflow demo --list shows them.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the demos and exit.")] = False,
+    out: Annotated[Path, typer.Option(help="Store directory (created if missing); the figure, its data (.nc) and "
+                                           "provenance go into a new directory STORE/work/demo-NAME-<time>.")
+                   ] = DEFAULT_STORE,
     seed: Annotated[int, typer.Option(help="Seed of every random draw.", min=0)] = 0,
 ) -> None:
-    """Classroom demos (resflow.demos), or the dynamics-core overview: stacks -> ODE, ensembles, teachers."""
+    """Run a demo: the dynamics-core overview or a classroom demo (resflow.demos); figure and data in the store."""
+    from resflow import UnknownNameError
     from resflow.demos import DEMOS, run_demo
-    from resflow.store import new_run_dir
+    from resflow.store import Store
     from resflow.workflows import FlowDemoConfig, run_flow_demo
 
     if list_:
+        console.print(f"[bold]{OVERVIEW:20s}[/] the dynamics core: tied stacks converge to their ODE at each scheme's "
+                      "order, ensembles average, teachers' update angles", highlight=False)
         for demo_name, function in DEMOS.items():
             console.print(f"[bold]{demo_name:20s}[/] {(function.__doc__ or '').strip().splitlines()[0]}",
                           highlight=False)
         return
     with user_errors(), interruptible("nothing was kept; run the command again"):
-        if name is not None:
-            if name not in DEMOS:
-                from resflow import UnknownNameError
-
-                raise UnknownNameError(f"unknown demo {name!r}; choose one of {', '.join(DEMOS)} "
-                                       "(resflow demo --list).")
-            from resflow import ConfigError
-
-            if out.suffix and out.suffix.lower() != ".png":
-                raise ConfigError(f"--out must be a directory or a .png file; got {str(out)!r}.")
-            if out.suffix and out.exists():
-                raise ConfigError(f"{str(out)!r} exists; choose a new --out (nothing is overwritten).")
+        if name is None or (name != OVERVIEW and name not in DEMOS):
+            given = "no demo named" if name is None else f"unknown demo {name!r}"
+            raise UnknownNameError(f"{given}; choose {OVERVIEW} or one of {', '.join(DEMOS)} (resflow demo --list).")
+        if name != OVERVIEW:
+            store = Store.open(out, create=True)  # a bad --out fails before the work
             with err_console.status(f"running {name} ..."):
                 result = run_demo(name, seed=seed)
-            target = out if out.suffix else new_run_dir(out, f"demo-{name}") / f"{name}.png"  # after success
-            path = result.save(target)
+            path = result.save(store.work_dir(f"demo-{name}") / f"{name}.png")  # after success
             console.print(f"{result.title} ({result.seconds:.1f} s): wrote {path} and {path.with_suffix('.nc')}",
                           highlight=False)
             return
@@ -194,28 +221,27 @@ def demo(
 
 @app.command()
 def bench(
-    device: Annotated[str, typer.Option(help="cpu | cuda (auto: cuda when available)")] = "cpu",
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the rows to this JSON file.")] = None,
+    device: Device = "auto",
     rounds: Annotated[int, typer.Option(help="Measurement rounds (medians are reported).", min=1)] = 3,
     case: Annotated[list[str] | None, typer.Option(help="cpu-preset | study (repeatable; default both).")] = None,
     check: Annotated[list[str] | None, typer.Option(help="Also compare a short run with tf32 or cuda-graphs on "
                                                          "against float32 eager (repeatable).")] = None,
     check_steps: Annotated[int, typer.Option(help="Steps of each --check run.", min=1)] = 300,
+    out: StoreOption = DEFAULT_STORE,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Time the batched engine and the per-student loop against this machine's sgemm rate."""
-    from resflow import ConfigError
-    from resflow.sim import precision_check, run_bench, write_bench_json
-
-    settings = {"tf32": {"tf32": True}, "cuda-graphs": {"cuda_graphs": True}}
+    """Time the batched engine and the per-student loop against this machine's sgemm rate (a bench record)."""
+    from resflow.workflows import bench_engine
 
     with user_errors(), interruptible("nothing was written; run the command again"):
-        unknown = [name for name in check or [] if name not in settings]
-        if unknown:  # before the bench runs, not after
-            raise ConfigError(f"--check must be one of {', '.join(settings)}; got {', '.join(map(repr, unknown))}.")
-        cases = tuple(case) if case else ("cpu-preset", "study")
         with progress_bar("bench", 1) as update:
-            rows = run_bench(device, cases=cases, rounds=rounds,
-                             progress=lambda what, done, total: update(done, total, note=what))
+            result = bench_engine(device, cases=tuple(case) if case else ("cpu-preset", "study"), rounds=rounds,
+                                  checks=tuple(check or ()), check_steps=check_steps, out=out,
+                                  progress=lambda what, done, total: update(done, total, note=what))
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=1))
+            return
+        rows = result.rows
         table = Table(title=f"Engine speed ({rows[0].device}, {rows[0].threads} threads; sgemm "
                             f"{rows[0].sgemm_gflops_per_s:.0f} GFLOP/s; medians of {rounds} rounds)")
         for column in ("case", "engine", "students", "ms/step", "GFLOP/step", "GFLOP/s", "of sgemm", "vs loop",
@@ -227,36 +253,25 @@ def bench(
                           "-" if r.speedup_vs_loop is None else f"{r.speedup_vs_loop:.2f}x",
                           "-" if r.peak_mem_mb is None else f"{r.peak_mem_mb:.0f}")
         console.print(table)
-        if json_out is not None:
-            console.print(f"wrote {write_bench_json(rows, json_out)}")
-        checks = []
-        for name in check or []:
-            with err_console.status(f"checking {name} ..."):
-                result = precision_check(device, steps=check_steps, other=settings[name])
-            checks.append(result.to_json())
-            console.print(f"{name}: final losses differ from float32 eager by {result.max_relative_difference:.2e} "
-                          f"(max), {result.median_relative_difference:.2e} (median) after {result.steps} steps; "
-                          f"{result.reference_ms_per_step:.1f} -> {result.other_ms_per_step:.1f} ms/step",
-                          highlight=False)
-        if checks and json_out is not None:
-            path = Path(json_out).with_name(Path(json_out).stem + "-checks.json")
-            if path.exists():
-                raise ConfigError(f"{str(path)!r} exists; choose another --json (nothing is overwritten).")
-            path.write_text(json.dumps(checks, indent=1) + "\n")
-            console.print(f"wrote {path}")
+        for name, c in zip(check or (), result.checks, strict=True):
+            console.print(f"{name}: final losses differ from float32 eager by {c.max_relative_difference:.2e} "
+                          f"(max), {c.median_relative_difference:.2e} (median) after {c.steps} steps; "
+                          f"{c.reference_ms_per_step:.1f} -> {c.other_ms_per_step:.1f} ms/step", highlight=False)
+        console.print(f"wrote record {result.record} to store {out}", highlight=False)
 
 
 @app.command()
 def sweep(
     experiment: Annotated[str, typer.Argument(help=" | ".join(registered()))],
-    preset: Annotated[str, typer.Option(help="The preset every cell starts from.")] = "cpu",
+    preset: Annotated[str, typer.Option(help=f"The preset every cell starts from. {PRESET_HELP}")] = "cpu",
+    device: Device = "auto",
     grid: Annotated[list[str] | None, typer.Option("--grid", help="A swept key: KEY=V1,V2,... (repeatable; any "
                                                                   "--set key).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key for every cell: key=value "
                                                                  "(repeatable).")] = None,
     replicates: Annotated[int | None, typer.Option(help="Replicates per grid point, one cell each (overrides the "
                                                         "preset).", min=1)] = None,
-    out: Annotated[Path, typer.Option(help="Store directory (created if missing).")] = Path("results"),
+    out: StoreOption = DEFAULT_STORE,
     workers: Annotated[int, typer.Option(help="Worker processes of a local dask cluster (0: serially in this "
                                               "process).", min=0)] = 1,
     scheduler: Annotated[str | None, typer.Option(help="Address of a running dask scheduler, tcp://HOST:PORT "
@@ -277,7 +292,9 @@ def sweep(
         if scheduler is not None and workers != 1:
             raise IncompatibleOptionsError("--workers and --scheduler exclude each other: the scheduler's workers "
                                            "run the cells.")
-        plan = SweepPlan(experiment, preset, tuple(set_ or []), parse_grid(grid or []), replicates)
+        # a default device adds nothing, so a sweep's id (a hash of its overrides) is what it was before --device
+        sets = device_overrides(device, set_) if device != "auto" else list(set_ or [])
+        plan = SweepPlan(experiment, preset, tuple(sets), parse_grid(grid or []), replicates)
         needs = {}
         for item in resources or []:
             name, _, amount = item.partition("=")
@@ -291,6 +308,7 @@ def sweep(
         rerun = shlex.join(
             ["resflow", "sweep", experiment, "--preset", preset, *[a for g in grid or [] for a in ("--grid", g)],
              *[a for item in set_ or [] for a in ("--set", item)],
+             *(["--device", device] if device != "auto" else []),
              *(["--replicates", str(replicates)] if replicates else []),
              *[a for r in resources or [] for a in ("--resources", r)],
              *(["--scheduler", scheduler] if scheduler else ["--workers", str(workers)]),

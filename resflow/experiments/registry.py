@@ -39,6 +39,9 @@ class Experiment:
         ``figure(ds, fits) -> matplotlib.figure.Figure`` drawn for every finished run.
     notes : mapping
         Preset name -> where its settings come from (e.g. the study's section), for the docs.
+    costs : mapping
+        Preset name -> what one run measured on the project's 2-core CPU machine (wall time, where it
+        is recorded), for ``resflow run --list``; a preset without one was not measured there.
     """
 
     name: str
@@ -46,10 +49,15 @@ class Experiment:
     presets: Mapping[str, ExperimentConfig]
     figure: Callable[..., Any]
     notes: Mapping[str, str] = field(default_factory=dict)
+    costs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "presets", MappingProxyType(dict(self.presets)))
         object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))
+        object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
+        unknown = sorted((set(self.notes) | set(self.costs)) - set(self.presets))
+        if unknown:
+            raise ConfigError(f"notes or costs of experiment {self.name!r} name presets it does not have: {unknown}.")
         for key, config in self.presets.items():
             if not isinstance(config, ExperimentConfig) or config.experiment != self.name:
                 raise ConfigError(f"preset {key!r} of experiment {self.name!r} must be an ExperimentConfig "

@@ -32,8 +32,8 @@ from .engine import Trainer, resolve_device
 from .reference_loop import ReferenceLoop
 from .teacher import Teacher
 
-__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "write_bench_json", "PrecisionCheck",
-           "precision_check"]
+__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "write_bench_json", "bench_meta",
+           "PrecisionCheck", "precision_check"]
 
 SGEMM_SIZE = 1024
 
@@ -162,7 +162,7 @@ def _timed(step: Callable[[torch.Tensor], None], batches: list[torch.Tensor], de
     return (time.perf_counter() - t0) / (len(batches) - 1)
 
 
-def run_bench(device: str = "cpu", *, cases: tuple[str, ...] = tuple(CASES), rounds: int = 3,
+def run_bench(device: str = "auto", *, cases: tuple[str, ...] = tuple(CASES), rounds: int = 3,
               progress: Callable[[str, int, int], None] | None = None) -> list[BenchRow]:
     """Time the batched engine and the per-student loop on ``cases`` (see the module docstring)."""
     unknown = [c for c in cases if c not in CASES]
@@ -258,13 +258,18 @@ def precision_check(device: str = "cuda", *, case: str = "study", steps: int = 3
                           other_ms_per_step=results[1].wall_time / steps * 1e3)
 
 
+def bench_meta() -> dict:
+    """The machine and versions a bench ran on."""
+    return {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
 def write_bench_json(rows: list[BenchRow], path: Path | str) -> Path:
     """Write the rows as a JSON list (with the machine and versions in each row's ``meta``); never overwrites."""
     path = Path(path)
     if path.exists():
         raise ConfigError(f"{str(path)!r} exists; choose a new file (nothing is overwritten).")
-    meta = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-            "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    meta = bench_meta()
     path.write_text(json.dumps([{**r.to_json(), "meta": meta} for r in rows], indent=1) + "\n")
     return path

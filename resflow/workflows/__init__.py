@@ -10,6 +10,7 @@ module         function                         command
 ``compare``    :func:`compare_stores`           ``resflow compare``
 ``demo``       :func:`run_flow_demo`            ``resflow demo``
 ``sweep``      :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
+``bench``      :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
 =============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), analysis
@@ -17,6 +18,7 @@ This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), 
 The command line (:mod:`resflow.cli`) only parses, calls one of these and prints.
 """
 
+from .bench import BenchResult, bench_engine
 from .compare import Comparison, compare_stores
 from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
 from .fit import RunFits, fit_store
@@ -29,4 +31,5 @@ __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
+    "BenchResult", "bench_engine",
 ]

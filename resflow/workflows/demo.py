@@ -1,8 +1,8 @@
 """Demo of the dynamics core: stacks converge to their ODE, ensembles average, teachers differ.
 
-:func:`run_flow_demo` is what ``resflow demo`` calls (also ``python -m resflow.workflows.demo``).
+:func:`run_flow_demo` is what ``resflow demo overview`` calls (also ``python -m resflow.workflows.demo``).
 It writes a Dataset (``demo.nc``), a figure (``demo.png``) and ``provenance.json`` into a new
-directory under ``out``.
+directory ``work/demo-overview-<time>`` of the store ``out``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..dynamics.tableau import TABLEAUX
 from ..noise.ensemble import NoisyEnsemble
 from ..provenance import provenance
 from ..sim.teacher import Teacher
-from ..store.workdirs import new_run_dir
+from ..store import Store
 
 __all__ = ["FlowDemoConfig", "FlowDemoResult", "flow_demo_dataset", "run_flow_demo"]
 
@@ -95,8 +95,9 @@ class FlowDemoResult:
 
 
 def run_flow_demo(out: Path | str = Path("results"), config: FlowDemoConfig = FlowDemoConfig()) -> FlowDemoResult:
-    """Run the demo and write ``demo.nc``, ``demo.png`` and ``provenance.json`` into a new directory of ``out``."""
-    run_dir = new_run_dir(out, "demo")  # first: a bad --out fails before the work
+    """Run the demo and write ``demo.nc``, ``demo.png`` and ``provenance.json`` into a new work directory of the
+    store ``out`` (created if missing)."""
+    run_dir = Store.open(out, create=True).work_dir("demo-overview")  # first: a bad --out fails before the work
     ds = flow_demo_dataset(config)
     prov = provenance(asdict(config), seed=config.seed, experiment="flow-demo")
     ds.attrs.update(prov)

@@ -17,6 +17,7 @@ from ..analysis.plots import save_figure
 from ..analysis.probes import ProbeResult, plot_probes, probe_dataset, probe_states, step_size_slope
 from ..errors import ConfigError
 from ..provenance import provenance
+from ..sim.engine import resolve_device
 from ..sim.teacher import Teacher
 from ..store import Store
 
@@ -53,7 +54,7 @@ def probe_teacher(spec: str, *, n_inputs: int = 4096, batch: int = 1024, seed: i
 
 
 def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_tokens: int = 4096,
-                 batch_size: int = 8, device: str = "cpu", half: bool = False, normalise: bool = False,
+                 batch_size: int = 8, device: str = "auto", bf16: bool = False, normalise: bool = False,
                  out: Path | str = "results",
                  progress: Callable[[str, int, int], None] | None = None) -> ProbeRun:
     """Probe every model and write one ``probe`` record (and its figure) into the store ``out``.
@@ -75,7 +76,7 @@ def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_
         if texts is None:
             raise ConfigError(f"probing {name!r} needs --texts FILE (one text per line).")
         results.append(probe_hf(name, read_texts(texts), max_tokens=max_tokens, batch_size=batch_size,
-                                device=device, dtype=torch.bfloat16 if half else torch.float32))
+                                device=str(resolve_device(device)), dtype=torch.bfloat16 if bf16 else torch.float32))
     report("", len(models), len(models))
     store = Store.open(out, create=True)
     prov = provenance({"models": list(models), "texts": str(texts), "max_tokens": max_tokens}, seed=0)
