@@ -140,11 +140,14 @@ class LawRecord:
 
 def describe(name: str) -> LawRecord:
     """The :class:`LawRecord` of a registered law (``names()`` lists them)."""
+    import importlib
+
     import sympy as sp
 
+    latex = importlib.import_module("resflow.theory.typeset").latex  # as _registry(): sympy on first use
     d = derivation(name)
     return LawRecord(
-        name=d.name, title=d.title, expression=sp.sstr(d.expression), latex=sp.latex(d.expression),
+        name=d.name, title=d.title, expression=sp.sstr(d.expression), latex=latex(d.expression, d.relation),
         exponent=None if d.exponent is None else sp.sstr(d.exponent), parameters=tuple(parameters(name)),
         assumptions=d.assumptions, references=tuple(d.references), status=d.status,
     )

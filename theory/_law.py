@@ -33,6 +33,12 @@ class Derivation:
         Intermediate results, for the generated documentation.
     status : {"derived", "hypothesis"}
         ``"hypothesis"`` marks a law stated (to be tested) rather than derived.
+    relation : {"=", "proportional", "approximately"}
+        How the two sides of ``expression`` relate: exactly, up to a dropped constant (written
+        :math:`\\propto`), or to leading order (:math:`\\approx`).
+    value : sympy.Basic or None
+        What the numeric evaluator computes when it is not the right-hand side of ``expression`` (e.g. the
+        scalar factor of an error that is that factor times a vector).
     """
 
     name: str
@@ -44,12 +50,18 @@ class Derivation:
     references: tuple[str, ...] = ()
     steps: tuple[tuple[str, sp.Basic], ...] = field(default=())
     status: str = "derived"
+    relation: str = "="
+    value: sp.Basic | None = None
 
     def __post_init__(self) -> None:
         if self.status not in ("derived", "hypothesis"):
             raise ValueError(f"status must be 'derived' or 'hypothesis'; got {self.status!r}")
+        if self.relation not in ("=", "proportional", "approximately"):
+            raise ValueError(f"relation must be '=', 'proportional' or 'approximately'; got {self.relation!r}")
 
     @property
     def target(self) -> sp.Basic:
-        """The expression the numeric evaluator computes (right-hand side of an ``Eq``)."""
+        """The expression the numeric evaluator computes (``value``, else the right-hand side of an ``Eq``)."""
+        if self.value is not None:
+            return self.value
         return self.expression.rhs if isinstance(self.expression, sp.Eq) else self.expression

@@ -73,14 +73,14 @@ def derive_coherent() -> Derivation:
     loss = _loss(sp.Integer(1), sp.Integer(0))
     return Derivation("accumulation-coherent", "local errors ~ l^-q added coherently: loss ~ l^(2-2q)",
                       sp.Eq(sp.Symbol("loss"), loss), (ell, q), _exponent(loss), ASSUMPTIONS + " C = all ones.",
-                      REFERENCES)
+                      REFERENCES, relation="proportional")
 
 
 def derive_incoherent() -> Derivation:
     loss = _loss(sp.Integer(0), sp.Integer(1))
     return Derivation("accumulation-incoherent", "local errors ~ l^-q added incoherently: loss ~ l^(1-2q)",
                       sp.Eq(sp.Symbol("loss"), loss), (ell, q), _exponent(loss), ASSUMPTIONS + " C = identity.",
-                      REFERENCES)
+                      REFERENCES, relation="proportional")
 
 
 def derive_equicorrelated() -> Derivation:
@@ -94,6 +94,7 @@ def derive_equicorrelated() -> Derivation:
         ASSUMPTIONS + " C_lm = rho (l != m), 1 (l = m).", REFERENCES,
         steps=(("crossover depth l* where the incoherent and coherent parts are equal",
                 sp.Eq(sp.Symbol("ell^*"), crossover)),),
+        relation="proportional",
     )
 
 
@@ -119,4 +120,5 @@ def derive_fractional() -> Derivation:
         REFERENCES,
         steps=(("sum over l, m < n of gamma_H(l - m) (telescoping; checked for n = 1..8)",
                 sp.Eq(sp.Symbol("S_n"), sp.Symbol("n") ** (2 * H))),),
+        relation="proportional",
     )

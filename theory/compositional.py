@@ -58,6 +58,7 @@ def derive_grouped() -> Derivation:
         steps=(("one group of n layers", sp.Eq(sp.Symbol("S_g"), per_group)),
                ("K groups of n = l/K layers", sp.Eq(sp.Symbol("S"), total)),
                ("crossover depth (incoherent = coherent part)", sp.Eq(sp.Symbol("ell^*"), crossover))),
+        relation="proportional",
     )
 
 

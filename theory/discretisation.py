@@ -77,8 +77,10 @@ def derive_global() -> Derivation:
     expression = sp.powsimp(leading.subs(u, exponent_term) * sp.exp(lam * T), force=True)
     return Derivation(
         name="discretisation-error",
-        title="global error of an order-p RK stack on h' = lambda h: -C (lambda T)^(p+1) e^(lambda T) L^-p",
-        expression=sp.Eq(sp.Symbol("e_L") / sp.Symbol("h_0"), expression, evaluate=False),
+        title="global error of an order-p RK stack on h' = lambda h: e_L = -C (lambda T)^(p+1) e^(lambda T) L^-p h_0",
+        # the error is a scalar times the vector h_0: the evaluator computes that scalar
+        expression=sp.Eq(sp.Symbol("e_L"), expression * sp.Symbol("h_0"), evaluate=False),
+        value=expression,
         parameters=(C, lam, T, L, p),
         exponent=2 * p,
         assumptions=(

@@ -58,4 +58,5 @@ def derive() -> Derivation:
         "kappa_3 / (6 T^3) (third cumulant of delta under p). Checked exactly on a symbolic 3-outcome distribution.",
         ("T. M. Cover & J. A. Thomas, Elements of Information Theory, 2nd ed. (2006) (cumulant expansions)",),
         steps=(("with the third-order term", sp.Eq(sp.Symbol("KL"), leading + kappa3 / (6 * T**3))),),
+        relation="approximately",
     )

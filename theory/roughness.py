@@ -74,7 +74,8 @@ def _exponent(loss: sp.Expr) -> sp.Expr:
 
 
 def derive_correlated_linear() -> Derivation:
-    loss = _law(rough_fraction_correlated())
+    loss = _readable(_law(rough_fraction_correlated()),
+                     A_r * (1 - rho) * (1 / ell - 1 / L_T) + A_s * ell ** (-alpha_s) * (1 - (1 - rho) * (1 - ell / L_T)))
     large_k = A_r * (1 - rho) / ell + A_s * rho * ell ** (-alpha_s)
     crossover = sp.solve(sp.Eq(A_r * (1 - rho) / ell, A_s * rho * ell ** (-alpha_s)), ell)
     return Derivation(
@@ -124,14 +125,21 @@ def _refined(rough: sp.Expr, smooth_amplitude_squared: sp.Expr) -> sp.Expr:
     return A_r * r / ell + A_s * smooth_amplitude_squared**2 * ell ** (-alpha_s) * (1 - ell / L_T) ** 2
 
 
+def _readable(derived: sp.Expr, readable: sp.Expr) -> sp.Expr:
+    """``readable``, after checking it is ``derived`` (the form shown is the form derived, only arranged)."""
+    assert sp.simplify(sp.expand(derived - readable)) == 0, (derived, readable)
+    return readable
+
+
 def derive_correlated() -> Derivation:
-    loss = _refined(rough_fraction_correlated(), rho)
+    loss = _readable(_refined(rough_fraction_correlated(), rho),
+                     A_r * (1 - rho) * (1 / ell - 1 / L_T) + A_s * rho**2 * ell ** (-alpha_s) * (1 - ell / L_T) ** 2)
     large_k = A_r * (1 - rho) / ell + A_s * rho**2 * ell ** (-alpha_s)
     crossover = sp.solve(sp.Eq(A_r * (1 - rho) / ell, A_s * rho**2 * ell ** (-alpha_s)), ell)
     return Derivation(
         "roughness-correlated",
         "student of a correlated(rho) teacher: A_r (1-rho)(1/l - 1/L_T) + A_s rho^2 l^-alpha_s (1 - l/L_T)^2",
-        sp.Eq(sp.Symbol("loss"), sp.expand(loss)), (ell, L_T, rho, A_r, A_s, alpha_s), _exponent(loss),
+        sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, rho, A_r, A_s, alpha_s), _exponent(loss),
         REFINED_ASSUMPTIONS, REFERENCES,
         steps=(
             ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_correlated())),

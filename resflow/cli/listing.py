@@ -41,6 +41,7 @@ def theory(
         import sympy as sp
 
         from resflow import laws
+        from resflow.theory.typeset import pretty
 
         selected = laws.names() if name is None else [laws.derivation(name).name]
         if as_json:
@@ -51,16 +52,16 @@ def theory(
             for column in ("name", "law", "loss-vs-depth exponent"):
                 table.add_column(column)
             for n in selected:
-                record = laws.describe(n)
-                text = record.exponent or "-"
-                title = record.title if record.status == "derived" else f"[yellow](hypothesis)[/] {record.title}"
+                d = laws.derivation(n)
+                text = "-" if d.exponent is None else pretty(d.exponent)
+                title = d.title if d.status == "derived" else f"[yellow](hypothesis)[/] {d.title}"
                 table.add_row(n, title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
             console.print(table)
             return
         for n in selected:
             d = laws.derivation(n)
             if latex:
-                typer.echo(f"% {n}: {d.title}\n{sp.latex(d.expression)}")
+                typer.echo(f"% {n}: {d.title}\n{laws.describe(n).latex}")
                 continue
             console.rule(f"[bold]{n}")
             console.print(d.title + ("" if d.status == "derived" else "  [yellow](hypothesis, not derived)[/]"),
@@ -70,5 +71,6 @@ def theory(
                 console.print(f"[dim]{label}:[/]", highlight=False)
                 typer.echo(sp.pretty(step, use_unicode=True))
             if d.exponent is not None:
-                typer.echo(f"loss-vs-depth exponent: {sp.sstr(d.exponent)}")
+                typer.echo("loss-vs-depth exponent:")
+                typer.echo(sp.pretty(d.exponent, use_unicode=True))
             console.print(f"[dim]assumptions:[/] {d.assumptions}", highlight=False)
