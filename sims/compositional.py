@@ -1,4 +1,4 @@
-"""The third use of depth: students of teachers made of K functional groups (issue 17).
+"""The third use of depth: students of teachers made of K functional groups.
 
 Targets ``tied`` (one group: K = 1) and ``grouped:K`` (K contiguous groups of layers, tied within a
 group, a different map in each): the loss of Euler students against depth, across K, with the

@@ -1,4 +1,4 @@
-"""The study's remedy, measured: students whose weights are shared within K groups of layers (issue 17).
+"""The study's remedy, measured: students whose weights are shared within K groups of layers.
 
 Plain Euler students (every layer its own weights) and group-structured ones (``student_groups=4``:
 four MLPs, each applied to a contiguous quarter of the layers) learn a teacher of four functional
