@@ -38,9 +38,9 @@ def stack_to_ode(seed: int = 0, *, width: int = 8, depths: tuple[int, ...] = (2,
         order = float(data["empirical_order"].sel(scheme=scheme))
         ax.loglog(depth, err, "o-", color=color, ms=4,
                   label=f"{scheme}: order {int(data['declared_order'].sel(scheme=scheme))}, fitted {order:.2f}")
-    ax.set(xlabel="depth L (step 1/L)", ylabel="error against the ODE", title="a residual stack is an ODE solver")
+    ax.set(xlabel="depth L (step 1/L)", ylabel="error against the ODE")  # one title: the figure's
     ax.legend(fontsize=8)
-    return finish("stack_to_ode", "Stack → ODE: error falls as depth^-p", fig, data, started,
+    return finish("stack_to_ode", r"A residual stack is an ODE solver: error $\propto L^{-p}$", fig, data, started,
                   {"width": width, "depths": list(depths), "schemes": list(schemes)}, seed)
 
 
@@ -79,7 +79,7 @@ def error_accumulation(seed: int = 0, *, q: int = 2, dim: int = 16, samples: int
         ax.loglog(ell, measured[kind], "o", color=color, label=f"{kind}: fitted l^-{slope:.2f}")
         ax.loglog(ell, law_values[kind], "-", color=color, lw=1,
                   label=f"law l^-{float(laws.exponent(f'accumulation-{kind}', ell=1.0, q=float(q))):g}")
-    ax.set(xlabel="depth l", ylabel="squared global error", title=f"local errors of size l^-{q}")
+    ax.set(xlabel="depth l", ylabel="squared global error", title=rf"local errors of size $\ell^{{-{q}}}$")
     ax.legend(fontsize=8)
     return finish("error_accumulation", "Coherent vs incoherent accumulation of local errors", fig, data, started,
                   {"q": q, "dim": dim, "samples": samples, "depths": list(depths)}, seed)

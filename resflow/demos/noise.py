@@ -43,7 +43,7 @@ def ensemble_averaging(seed: int = 0, *, rhos: tuple[float, ...] = (0.0, 0.02, 0
         ax.loglog(ell, exact, "-", color=color, lw=1)
         if rho > 0:
             ax.axhline(rho, color=color, ls=":", lw=0.8)
-    ax.set(xlabel="layers l", ylabel="MSE of the mean (sigma = 1)", title="ensemble averaging: 1/l, then a plateau")
+    ax.set(xlabel="layers l", ylabel=r"MSE of the mean ($\sigma = 1$)")  # one title: the figure's
     ax.legend(fontsize=8)
     return finish("ensemble_averaging", "Noisy ensemble: loss ∝ 1/l down to the correlation's plateau", fig, data,
                   started, {"rhos": list(rhos), "samples": samples, "members": list(members)}, seed)
@@ -91,7 +91,7 @@ def roughness_knob(seed: int = 0, *, q: int = 2, rhos: tuple[float, ...] = (0.0,
             f", l* = {cross:.3g}" if np.isfinite(cross) else ""))
         if np.isfinite(cross) and ell[0] <= cross <= ell[-1]:
             left.axvline(cross, color=color, ls=":", lw=0.8)
-    left.set(xlabel="depth l", ylabel="squared global error", title=f"local errors of size l^-{q}, correlation rho")
+    left.set(xlabel="depth l", ylabel="squared global error", title=rf"local errors of size $\ell^{{-{q}}}$, correlation $\rho$")
     left.legend(fontsize=7)
     right.plot(rho_grid, exponent_rho * np.ones_like(rho_grid), "-", label="vs rho (equicorrelated)")
     right.plot(hurst_grid, exponent_h * np.ones_like(hurst_grid), "--", label="vs H (fractional)")
