@@ -18,7 +18,7 @@ import numpy as np
 from .errors import ConfigError, UnknownNameError
 
 __all__ = ["names", "derivation", "evaluate", "exponent", "evaluator", "parameters", "LawRecord", "describe",
-           "as_record"]
+           "as_record", "exponent_text"]
 
 
 def _registry():
@@ -156,3 +156,12 @@ def describe(name: str) -> LawRecord:
 def as_record(name: str) -> dict[str, Any]:
     """JSON-ready :func:`describe`."""
     return describe(name).to_json()
+
+
+def exponent_text(name: str) -> str | None:
+    """The law's loss-vs-depth exponent in one line of unicode (``2·q - 2``; a piecewise one as
+    ``0 if K > ℓ else α_g``), or None for a law without one."""
+    import importlib
+
+    d = derivation(name)
+    return None if d.exponent is None else importlib.import_module("resflow.theory.typeset").pretty(d.exponent)

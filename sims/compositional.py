@@ -30,7 +30,7 @@ EXPERIMENT = Experiment(
     name="compositional",
     summary="Euler students of teachers made of K functional groups (tied within a group, distinct maps "
             "between): the loss against depth below and above K.",
-    presets=PRESETS, figure=figure,
+    presets=PRESETS, figure=figure, report=lambda ds, record: report(ds, record),
     notes={"cpu": "smooth-vs-rough's cpu recipe at 6k steps, 2 replicates (15 minutes on 2 cores)",
            "paper": "smooth-vs-rough's paper preset (arXiv:2602.05970 toy model) with grouped teachers"},
     costs={"cpu": "8 min 18 s with the earlier Adam recipe (docs/results.md); not remeasured with SOAP"},
@@ -42,10 +42,10 @@ def groups_of(target: str) -> int:
     return 1 if target == "tied" else int(target.split(":")[1])
 
 
-def report(store: str) -> str:
-    """Markdown tables of the latest compositional run in ``store`` (``python -m resflow.sims.compositional
-    STORE``): losses against depth per K with the fits and verdicts, the exponent over the depths at or
-    above K, and each grouped teacher's loss relative to the tied one against the law's 1/K."""
+def report(ds, record: str) -> str:
+    """Markdown tables of a compositional run (``resflow report STORE --experiment compositional``): losses
+    against depth per K with the fits and verdicts, the exponent over the depths at or above K, and each
+    grouped teacher's loss relative to the tied one against the law's 1/K."""
     import numpy as np
     import xarray as xr
 
@@ -53,14 +53,10 @@ def report(store: str) -> str:
     from resflow.analysis.fits import fit_dataset
     from resflow.analysis.groups import one_structure, split_update_angles
     from resflow.loglog import power_law_fit
-    from resflow.store import Store
-
-    opened = Store.open(store)
-    run = opened.records(kind="toy-run", name="compositional")[-1]
-    ds = one_structure(opened.load(run))  # the plain students (group-structured ones: the group-students report)
+    ds = one_structure(ds)  # the plain students (group-structured ones: the group-students report)
     fits = {f.target: f for f in fit_dataset(ds)}
     depths = list(fits[next(iter(fits))].depths)
-    lines = [f"run {run.id} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
+    lines = [f"run {record} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
              "| teacher | K | " + " | ".join(f"ℓ = {d}" for d in depths)
              + " | α [95%] | α over ℓ ≥ K [95%] | verdict |", "|---" * (len(depths) + 5) + "|"]
     for target, fit in fits.items():
@@ -131,9 +127,3 @@ def teacher_signature(target: str, *, width=None, config=None) -> dict[str, floa
     probe = probe_states([states], f"teacher:{target}", kind="teacher", seed=0)
     within, boundary = split_update_angles(probe.mean["update_angle"], depth, groups_of(target))
     return {"within": within, "boundary": boundary, "early_stop": float(probe.early_stop_fraction)}
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    print(report(sys.argv[1]))

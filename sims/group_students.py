@@ -5,7 +5,7 @@ four MLPs, each applied to a contiguous quarter of the layers) learn a teacher o
 groups (``grouped:4``) and a rough one (``independent``), side by side: same teachers, data and
 initial draws.  Does the structure that matches the target change the depth exponent?  On the rough
 target it cannot represent the teacher's layer-to-layer changes; on the grouped one it is the
-teacher's own structure.  ``python -m resflow.sims.group_students STORE`` prints the tables:
+teacher's own structure.  ``resflow report STORE --experiment group-students`` prints the tables:
 losses, the exponents per structure and the paired difference Δα (grouped minus plain) with its
 interval over replicates, and the signatures of the trained students (update angles within a group
 and at a boundary, early-stop fraction).
@@ -35,7 +35,7 @@ EXPERIMENT = Experiment(
     name="group-students",
     summary=f"Plain students against students whose weights are shared within {K} groups of layers, on a "
             f"teacher of {K} functional groups and on a rough one: does the structure change the exponent?",
-    presets=PRESETS, figure=figure,
+    presets=PRESETS, figure=figure, report=lambda ds, record: report(ds, record),
     costs={"cpu": "9 min 47 s with the earlier Adam recipe (docs/results.md); not remeasured with SOAP"},
     notes={"cpu": "the compositional cpu recipe (6k steps), 3 replicates",
            "paper": "the study's toy model and recipe (arXiv:2602.05970) with grouped students"},
@@ -112,23 +112,18 @@ def teacher_built_losses(target: str, depths, *, width: int = 16, teacher_depth:
     return out
 
 
-def report(store: str) -> str:
-    """Markdown tables of the latest group-students run in ``store``."""
+def report(ds, record: str) -> str:
+    """Markdown tables of a group-students run (``resflow report STORE --experiment group-students``)."""
     import json
 
     import numpy as np
 
     from resflow.analysis import fit_dataset, group_signature
     from resflow.sims.compositional import groups_of
-    from resflow.store import Store
-
-    opened = Store.open(store)
-    run = opened.records(kind="toy-run", name="group-students")[-1]
-    ds = opened.load(run)
     fits = fit_dataset(ds)
     depths = list(fits[0].depths)
     structured = [g for g in ds["student_groups"].values.tolist() if g]
-    lines = [f"run {run.id} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
+    lines = [f"run {record} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
              "| teacher | students | " + " | ".join(f"ℓ = {d}" for d in depths) + " | α [95%] | verdict |",
              "|---" * (len(depths) + 4) + "|"]
     for f in fits:
@@ -181,9 +176,3 @@ def report(store: str) -> str:
             lines.append(f"| {target} | {f'{g} weight groups' if g else 'plain'} | {float(one['angle_within']):.2f} | "
                          f"{float(one['angle_boundary']):.2f} | {fraction:.2f} |")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    print(report(sys.argv[1]))

@@ -44,23 +44,18 @@ def figure(ds, fits):
 EXPERIMENT = Experiment(
     name="roughness",
     summary="Teachers between rough and smooth (correlated:rho, fractional:H): exponents against the roughness law.",
-    presets=PRESETS, figure=figure,
+    presets=PRESETS, figure=figure, report=lambda ds, record: report(ds, record),
 )
 
 
-def report(store: str) -> str:
-    """Markdown tables of the latest roughness run in ``store``: exponents measured against the laws,
-    and the crossover depths (``python -m resflow.sims.roughness STORE``)."""
+def report(ds, record: str) -> str:
+    """Markdown tables of a roughness run: exponents measured against the laws, and the crossover depths
+    (``resflow report STORE --experiment roughness``)."""
     from resflow.analysis.fits import fit_dataset
     from resflow.analysis.roughness import crossover_depths, roughness_amplitudes, roughness_report
-    from resflow.store import Store
-
-    opened = Store.open(store)
-    run = opened.records(kind="toy-run", name="roughness")[-1]
-    ds = opened.load(run)
     fits = fit_dataset(ds)
     amps = roughness_amplitudes(ds)
-    lines = [f"run {run.id}; amplitudes from the extremes: A_r = {amps.A_r:.3g}, A_s = {amps.A_s:.3g}, "
+    lines = [f"run {record}; amplitudes from the extremes: A_r = {amps.A_r:.3g}, A_s = {amps.A_s:.3g}, "
              f"alpha_s = {amps.alpha_s:.2f}, L_T = {amps.teacher_depth:g}", "",
              "| teacher | measured α [95% interval] | converged | law α (refined) | law α (first version) | verdict |",
              "|---|---|---|---|---|---|"]
@@ -72,9 +67,3 @@ def report(store: str) -> str:
     for target, (predicted, measured) in crossover_depths(ds).items():
         lines.append(f"| {target} | {predicted:.2f} | {measured:.2f} |")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    print(report(sys.argv[1]))

@@ -166,8 +166,8 @@ def test_the_hypotheses_are_marked_and_listed():
 
 
 def test_the_compositional_experiment_runs_and_reports_every_k(tmp_path):
-    from resflow.sims.compositional import groups_of, report
-    from resflow.workflows import run_experiment
+    from resflow.sims.compositional import groups_of
+    from resflow.workflows import report_run, run_experiment
 
     config = resflow.preset("compositional", "cpu").with_overrides(
         ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=128",
@@ -175,7 +175,7 @@ def test_the_compositional_experiment_runs_and_reports_every_k(tmp_path):
          "targets=tied,grouped:2,grouped:4"])
     result = run_experiment(config, out=tmp_path / "s")
     assert {f.target for f in result.fits} == {"tied", "grouped:2", "grouped:4"}
-    text = report(str(tmp_path / "s"))
+    text = report_run(str(tmp_path / "s"), experiment="compositional")  # the experiment's own report
     for target in ("tied", "grouped:2", "grouped:4"):
         assert f"| {target} | {groups_of(target)} |" in text
     assert "| grouped:4 | 0.250 |" in text  # the law's 1/K beside the measured ratios

@@ -103,9 +103,14 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0)
     assert float(tied["trajectory_error"].sel(layer=0)) == 0.0 and np.isnan(float(tied["trajectory_error"].sel(layer=3)))
     # the report prints the run's tables from its record: losses by length, the verdict, the estimate, tracking
-    from resflow.sims.smooth_vs_rough import report
+    from typer.testing import CliRunner
+
+    from resflow.cli import app
+    from resflow.workflows import report_run as report
 
     text = report(str(tmp_path / "store"))
+    cli = CliRunner().invoke(app, ["report", str(tmp_path / "store")])
+    assert cli.exit_code == 0 and cli.stdout.strip() == text.strip()
     for header in ("| teacher | length | ℓ = 2 | ℓ = 4 |", "| teacher | α [95%] | law α [95%] | drift [90%]",
                    "asymptotic α [95%] (estimate)", "coherence exponent c", "path time of h_1"):
         assert header in text, header
@@ -115,5 +120,7 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
 
     with pytest.raises(ConfigError, match="replicate must be one of"):
         report(str(tmp_path / "store"), replicate=5)
-    with pytest.raises(ConfigError, match="no toy-run record 'nope'"):
+    with pytest.raises(ConfigError, match="no record 'nope'"):
         report(str(tmp_path / "store"), "nope")
+    refused = CliRunner().invoke(app, ["report", str(tmp_path / "store"), "--experiment", "rk2"])
+    assert refused.exit_code == 2 and "no run of 'rk2'" in refused.output

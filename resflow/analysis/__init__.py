@@ -16,6 +16,7 @@ module             what it holds
 ``regimes``        the regime an exponent is consistent with (from the derived laws)
 ``roughness``      the roughness law's predictions for a run of correlated/fractional teachers
 ``compare``        theory, toy and LLM exponents side by side
+``report``         the Markdown tables of one toy run (what ``resflow report`` prints)
 ``plots``          figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
 ``figure``         the figure type: a ``Figure`` that shows itself inline in Jupyter (``_repr_png_``)
 =================  ==========================================================================
@@ -42,11 +43,13 @@ from .probes import (
     step_size_slope,
 )
 from .regimes import classify, regime_predictions
+from .report import run_tables
 from .roughness import roughness_predictions
 from .tracking import TRACKING_LABELS, tracking_metrics
 from .verdict import Verdict, convergence_verdict
 
 __all__ = [
+    "run_tables",
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
     "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature", "one_structure",

@@ -41,7 +41,6 @@ def theory(
         import sympy as sp
 
         from resflow import laws
-        from resflow.theory.typeset import pretty
 
         selected = laws.names() if name is None else [laws.derivation(name).name]
         if as_json:
@@ -53,7 +52,7 @@ def theory(
                 table.add_column(column)
             for n in selected:
                 d = laws.derivation(n)
-                text = "-" if d.exponent is None else pretty(d.exponent)
+                text = laws.exponent_text(n) or "-"
                 title = d.title if d.status == "derived" else f"[yellow](hypothesis)[/] {d.title}"
                 table.add_row(n, title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
             console.print(table)

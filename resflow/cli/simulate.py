@@ -167,6 +167,21 @@ def fit(
                 console.print(verdicts(r.fits), highlight=False)
 
 
+@app.command()
+def report(
+    store: Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")],
+    record: Annotated[str | None, typer.Argument(help="A toy-run record id (default: the latest run).")] = None,
+    experiment: Annotated[str | None, typer.Option(help="The latest run of this experiment: "
+                                                        f"{' | '.join(registered())}.")] = None,
+    replicate: Annotated[int | None, typer.Option(help="Keep only this replicate (its teacher seed).", min=0)] = None,
+) -> None:
+    """Markdown tables of a run: losses by training length, fits and verdict, estimates, accumulation."""
+    from resflow.workflows import report_run
+
+    with user_errors():
+        typer.echo(report_run(store, record, experiment=experiment, replicate=replicate))
+
+
 OVERVIEW = "overview"  # the dynamics-core overview (resflow.workflows.run_flow_demo), beside the classroom demos
 
 

@@ -91,7 +91,8 @@ def roughness_knob(seed: int = 0, *, q: int = 2, rhos: tuple[float, ...] = (0.0,
             f", l* = {cross:.3g}" if np.isfinite(cross) else ""))
         if np.isfinite(cross) and ell[0] <= cross <= ell[-1]:
             left.axvline(cross, color=color, ls=":", lw=0.8)
-    left.set(xlabel="depth l", ylabel="squared global error", title=rf"local errors of size $\ell^{{-{q}}}$, correlation $\rho$")
+    left.set(xlabel="depth l", ylabel="squared global error",
+             title=rf"local errors of size $\ell^{{-{q}}}$, correlation $\rho$")
     left.legend(fontsize=7)
     right.plot(rho_grid, exponent_rho * np.ones_like(rho_grid), "-", label="vs rho (equicorrelated)")
     right.plot(hurst_grid, exponent_h * np.ones_like(hurst_grid), "--", label="vs H (fractional)")

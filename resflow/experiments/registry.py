@@ -42,6 +42,9 @@ class Experiment:
     costs : mapping
         Preset name -> what one run measured on the project's 2-core CPU machine (wall time, where it
         is recorded), for ``resflow run --list``; a preset without one was not measured there.
+    report : callable or None
+        ``report(ds, record) -> str``: Markdown tables of one run (``resflow report``); None for the
+        tables every run has (:func:`resflow.analysis.report.run_tables`).
     """
 
     name: str
@@ -50,6 +53,7 @@ class Experiment:
     figure: Callable[..., Any]
     notes: Mapping[str, str] = field(default_factory=dict)
     costs: Mapping[str, str] = field(default_factory=dict)
+    report: Callable[..., str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "presets", MappingProxyType(dict(self.presets)))

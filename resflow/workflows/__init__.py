@@ -11,6 +11,7 @@ module         function                         command
 ``demo``       :func:`run_flow_demo`            ``resflow demo``
 ``sweep``      :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
 ``bench``      :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
+``report``     :func:`report_run`               ``resflow report`` (Markdown tables of a run)
 =============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), analysis
@@ -24,6 +25,7 @@ from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
 from .fit import RunFits, fit_store
 from .llm import LLMFitResult, fit_llm_table
 from .probe import ProbeRun, probe_models, probe_teacher
+from .report import report_run
 from .run import ExperimentResult, find_resumable, run_experiment
 from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid, run_sweep
 
@@ -31,5 +33,5 @@ __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
-    "BenchResult", "bench_engine",
+    "BenchResult", "bench_engine", "report_run",
 ]

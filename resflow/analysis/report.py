@@ -1,0 +1,106 @@
+"""The Markdown tables of one toy run: final losses by training length, the fits with verdict v2, the
+asymptotic estimates, and how the students' errors add along depth (:mod:`resflow.analysis.tracking`).
+
+What ``resflow report`` prints for an experiment without a report of its own (``docs/results.md``
+quotes these tables beside the commands that print them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .fits import fit_dataset, series_dims
+from .tracking import accumulation_exponents
+
+__all__ = ["run_tables"]
+
+
+def run_tables(ds: xr.Dataset, record: str) -> str:
+    """Markdown tables of the toy-run Dataset ``ds`` (the record ``record``; all its replicates)."""
+    fits = fit_dataset(ds)
+    steps = ds["train_steps"].isel(replicate=0)
+    steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})  # steps depend on depth, length
+    lines = [f"run {record}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
+             "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
+             "|---|---|" + "---|" * ds.sizes["depth"]]
+    dims = series_dims(ds)
+    varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
+
+    def name(target, scheme=None, temperature=None, groups=None) -> str:
+        extra = [str(scheme)] if "scheme" in varying else []
+        extra += [f"T = {float(temperature):g}"] if "temperature" in varying else []
+        extra += [f"K = {int(groups)}"] if "student_groups" in varying else []
+        return f"{target} ({', '.join(extra)})" if extra else str(target)
+
+    mean = ds["final_loss"].mean("replicate").stack(series=dims)
+    for i in range(mean.sizes["series"]):
+        one = mean.isel(series=i)
+        label = {d: one[d].item() for d in dims}
+        row = name(label["target"], label.get("scheme"), label.get("temperature"), label.get("student_groups"))
+        for length in ds["length"].values:
+            cells = [f"{float(one.sel(length=length, depth=d)):.3e} "
+                     f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
+            lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
+
+    def interval(value, low, high):
+        return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+    def series(f) -> str:
+        return name(f.target, f.scheme, f.temperature, f.student_groups)
+
+    lines += ["", "| teacher | α [95%] | law α [95%] | drift [90%] | remaining gain by depth (upper 90%) | verdict |",
+              "|---|---|---|---|---|---|"]
+    for f in fits:
+        gains = ", ".join("∞" if not np.isfinite(g) else f"{g:.0%} ({h:.0%})"
+                          for g, h in zip(f.gains, f.gain_highs, strict=True))
+        lines.append(f"| {series(f)} | {interval(f.exponent, f.ci_low, f.ci_high)} | "
+                     f"{interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | "
+                     f"{interval(f.drift, f.drift_low, f.drift_high)} | {gains} | {f.verdict} |")
+    lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) | points to |",
+              "|---|---|---|---|"]
+    for f in fits:
+        lines.append(f"| {series(f)} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
+                     f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
+                     f"{f.asymptotic_regime} |")
+    if "error_coherence" in ds and "temperature" not in ds.dims:  # tracking: MSE runs
+        full = ds.isel(scheme=0).sel(length=ds["length"].max())
+        lines += ["", "How the errors add along depth (full length, replicate mean; resflow.analysis.tracking): "
+                  "coherence C of the layers' output errors (ℓ: coherent, 1: incoherent), linearity (0: the loss is "
+                  "the sum of the layers' errors), share ε of the teacher-field Euler student's local error left, "
+                  "largest trajectory error (at matching times) and largest path error (anywhere on the teacher's "
+                  "path) over the middle layers:", "",
+                  "| teacher | " + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj., path" for d in ds["depth"].values)
+                  + " |",
+                  "|---|" + "---|" * ds.sizes["depth"]]
+        for target in ds["target"].values:
+            cells = []
+            for d in ds["depth"].values:
+                one = full.sel(target=target, depth=d)
+                own = one["layer"] < d
+                eps = float((one["local_error"].where(own).sum("layer") / one["euler_local_error"].where(own).sum(
+                    "layer")).mean("replicate"))
+                inner = (one["layer"] > 0) & (one["layer"] < d)
+                traj = float(one["trajectory_error"].where(inner).mean("replicate").max()) if d > 1 else np.nan
+                path = (float(one["path_error"].where(inner).mean("replicate").max())
+                        if d > 1 and "path_error" in one else np.nan)
+                cells.append(f"{float(one['error_coherence'].mean()):.2f}, {float(one['error_linearity'].mean()):.2f}, "
+                             f"{eps:.2g}, {traj:.1e}, {path:.1e}")
+            lines.append(f"| {target} | " + " | ".join(cells) + " |")
+        lines += ["", "| teacher | coherence exponent c [95%] | output-error exponent 2q [95%] | implied 2q − 1 − c "
+                  "[95%] | exponent of ε [95%] |", "|---|---|---|---|---|"]
+        for target in ds["target"].values:
+            e = accumulation_exponents(ds, str(target))
+            lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
+                                                        ("coherence", "output_error", "implied", "local_share")) + " |")
+    if "path_time" in ds and "temperature" not in ds.dims:
+        full = ds.isel(scheme=0).sel(length=ds["length"].max())
+        lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
+                  "l/ℓ: at the teacher's pace):", "", "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
+                  "|---|---|---|---|"]
+        for target in ds["target"].values:
+            for d in ds["depth"].values:
+                times = full["path_time"].sel(target=target, depth=d).mean("replicate").values[1:int(d) + 1]
+                lines.append(f"| {target} | {int(d)} | {', '.join(f'{t:.2f}' for t in times)} | "
+                             f"{', '.join(f'{(i + 1) / d:.2f}' for i in range(int(d)))} |")
+    return "\n".join(lines)
