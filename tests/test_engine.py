@@ -154,6 +154,35 @@ def test_nan_student_is_marked_failed_and_the_others_continue(monkeypatch):
         np.testing.assert_allclose(result.test_loss[i[depth]], clean.test_loss[j[depth]], rtol=1e-5)
 
 
+def test_a_failed_students_frozen_learning_rate_lives_in_the_state_and_survives_a_new_trainer(monkeypatch):
+    """The trainer never changes (its learning rates stay as built); the state carries the frozen rates, and a
+    trainer built afresh for the same state (a resume) keeps the failed student frozen from its first step."""
+    teachers = small_teachers("independent")
+    specs = [StudentSpec("independent", "euler", d, 0) for d in (2, 3)]
+    cfg = TrainConfig(steps=20, batch=32, eval_every=20, eval_batches=1, eval_batch_size=64)
+    real = engine_module.student_lr
+    monkeypatch.setattr(engine_module, "student_lr", lambda depth, c, **kw: math.inf if depth == 3 else real(depth, c, **kw))
+    trainer = engine_module.Trainer(specs, teachers, cfg)
+    built = [lr.clone() for lr in trainer.lr]
+    state = trainer.init(0)
+    for _ in range(3):
+        trainer.step(state, *trainer.next_batch(state))
+    failed = [k for k, s in enumerate(trainer.order) if s.depth == 3]
+    assert state.failed[failed].all() and state.frozen_lr  # frozen in the state ...
+    assert all(torch.equal(a, b) for a, b in zip(trainer.lr, built, strict=True))  # ... not in the trainer
+    again = engine_module.Trainer(specs, teachers, cfg)  # the same state in a new trainer, as after a resume
+    state.frozen_lr = {}  # not checkpointed: rebuilt from `failed`
+    before = [p.clone() for p in state.params]
+    again.step(state, *again.next_batch(state))
+    bank = next(k for k, b in enumerate(again.banks) if any(s.depth == 3 for s in b.specs))
+    assert bank in state.frozen_lr  # rebuilt by the first step's finite check, before the update
+    moved = [not torch.equal(a, b) for a, b in zip(before, state.params, strict=True)]
+    assert any(moved)  # the healthy student trains on
+    frozen_part = again.lr_of(state, bank) == 0
+    assert frozen_part.any() and torch.allclose(before[bank][frozen_part], state.params[bank][frozen_part], rtol=0,
+                                                atol=0, equal_nan=True)
+
+
 def test_learning_rate_schedule():
     cfg = TrainConfig(steps=101, constant_fraction=0.5, decay="linear", final_lr_fraction=0.1)
     assert lr_multiplier(0, cfg) == 1.0 and lr_multiplier(50, cfg) == 1.0

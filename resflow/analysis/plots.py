@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._atomic import atomic_write
 from ..loglog import power_law, power_law_fit
 
 if TYPE_CHECKING:
@@ -56,8 +57,9 @@ def save_figure(fig: Figure, path: Path, provenance: dict[str, str]) -> Path:
     )
     fig.text(0.01, 0.005, footer, fontsize=6, color="0.4", ha="left", va="bottom")
     metadata = {"Software": "resflow", "Description": json.dumps(provenance, sort_keys=True)}
-    fig.savefig(path, dpi=130, metadata=metadata)
-    return Path(path)
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=130, metadata=metadata, format=fmt))
 
 
 def plot_flow_demo(ds: xr.Dataset) -> Figure:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._atomic import atomic_write
 from .._validate import check_choice
 from ..errors import ConfigError
 from ..provenance import provenance
@@ -50,7 +51,7 @@ class DemoResult:
         if path.suffix.lower() != ".png":
             raise ConfigError(f"--out must name a .png file; got {str(path)!r}.")
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.data.to_netcdf(data_path, engine="scipy")
+        atomic_write(data_path, lambda tmp: self.data.to_netcdf(tmp, engine="scipy"), overwrite=False)
         return save_figure(self.figure, path, dict(self.data.attrs))
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from .._atomic import atomic_write
 from ..errors import ConfigError
 from .block import StudentSpec
 from .config import TrainConfig
@@ -267,9 +268,9 @@ def bench_meta() -> dict:
 
 def write_bench_json(rows: list[BenchRow], path: Path | str) -> Path:
     """Write the rows as a JSON list (with the machine and versions in each row's ``meta``); never overwrites."""
-    path = Path(path)
-    if path.exists():
-        raise ConfigError(f"{str(path)!r} exists; choose a new file (nothing is overwritten).")
     meta = bench_meta()
-    path.write_text(json.dumps([{**r.to_json(), "meta": meta} for r in rows], indent=1) + "\n")
-    return path
+    try:
+        return atomic_write(path, json.dumps([{**r.to_json(), "meta": meta} for r in rows], indent=1) + "\n",
+                            overwrite=False)
+    except FileExistsError:
+        raise ConfigError(f"{str(path)!r} exists; choose a new file (nothing is overwritten).") from None

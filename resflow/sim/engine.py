@@ -233,7 +233,7 @@ class Trainer:
             state.pending = list(zip(xs, finals, strict=True))
         return state.pending.pop(0)
 
-    def _gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor,
+    def gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor,
                    banks: list[int]) -> list[torch.Tensor]:
         """Training losses of the students of ``banks`` on ``x`` (R, B, d); writes their gradients."""
         targets = self.targets.outputs(finals)
@@ -262,9 +262,9 @@ class Trainer:
         if self.graphs is not None and self.graphs.ready(state):
             losses = self.graphs.step(state, x, finals, banks, scalars)
         else:
-            losses = self._gradients(state.params, x, finals, banks)
-            self._check(state, banks, losses)
-            self._update(state, banks, scalars)
+            losses = self.gradients(state.params, x, finals, banks)
+            self.check_finite(state, banks, losses)
+            self.update(state, banks, scalars)
         last = torch.full((len(self.order),), math.nan, dtype=torch.float64)
         for k, loss in zip(banks, losses, strict=True):
             last[self.offsets[k]:self.offsets[k + 1]] = loss.detach().double().cpu()
@@ -272,7 +272,13 @@ class Trainer:
         state.last_loss = last
         return state
 
-    def _update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None:
+    def lr_of(self, state: TrainState, k: int) -> torch.Tensor:
+        """Bank ``k``'s per-element learning rates in ``state``: 0 for its failed students (frozen)."""
+        mask = state.frozen_lr.get(k)
+        return self.lr[k] if mask is None else mask
+
+    def update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None:
+        """The optimiser step of ``banks`` from the gradients :meth:`gradients` wrote."""
         if self.soap is not None:
             for k in banks:
                 args = (self.soap_layouts[k], self.grads[k], state.precond[k], state.bases[k])
@@ -280,14 +286,15 @@ class Trainer:
                     soap_init(*args, self.soap)
                 else:
                     soap_apply(self.soap_layouts[k], state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k],
-                               state.precond[k], state.bases[k], self.lr[k], self.soap, self.work[k], state.step + 1,
+                               state.precond[k], state.bases[k], self.lr_of(state, k), self.soap, self.work[k],
+                               state.step + 1,
                                lr_multiplier(state.step, self.config, self.bank_steps[k]))
             return
         for k, (coef, bias2_sqrt) in zip(banks, scalars, strict=True):
-            adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr[k], self.adam,
-                       self.work[k], coef, bias2_sqrt)
+            adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr_of(state, k),
+                       self.adam, self.work[k], coef, bias2_sqrt)
 
-    def _check(self, state: TrainState, banks: list[int], losses: list[torch.Tensor]) -> bool:
+    def check_finite(self, state: TrainState, banks: list[int], losses: list[torch.Tensor]) -> bool:
         """Isolate the students whose loss or gradient is not finite; True when every student is fine."""
         fine = True
         for k, loss in zip(banks, losses, strict=True):
@@ -311,7 +318,8 @@ class Trainer:
         frozen = state.failed[offset:offset + len(bank)]
         if frozen.any():
             mask = bank.per_element((~frozen).double().tolist(), self.dtype).to(self.device).bool()
-            self.lr[k].mul_(mask)
+            # the state's, not the trainer's (the trainer never changes); exactly 0 even where a rate is not finite
+            state.frozen_lr[k] = torch.where(mask, self.lr[k], torch.zeros((), dtype=self.dtype, device=self.device))
             torch.where(mask, grads, torch.zeros((), dtype=grads.dtype, device=grads.device), out=grads)
         return not bool(frozen.any())
 

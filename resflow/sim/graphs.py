@@ -11,25 +11,40 @@ trainer goes back to eager steps for good. Nothing here runs on a CPU.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from .optim import adam_apply
+from .optim import AdamSettings, adam_apply
 from .state import TrainState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .engine import Trainer
-
-__all__ = ["StepGraphs", "WARMUP"]
+__all__ = ["StepGraphs", "StepParts", "WARMUP"]
 
 WARMUP = 3  # eager steps before the capture (and warm-up replays on a side stream)
 
 
-class StepGraphs:
-    """Capture and replay the training step of a :class:`~resflow.sim.engine.Trainer` (CUDA only)."""
+class StepParts(Protocol):
+    """The public step interface of a trainer (:class:`~resflow.sim.engine.Trainer`) that the graphs capture."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    device: torch.device
+    dtype: torch.dtype
+    grads: list[torch.Tensor]
+    work: list[torch.Tensor]
+    lr: list[torch.Tensor]
+    adam: AdamSettings
+
+    def gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor,
+                  banks: list[int]) -> list[torch.Tensor]: ...
+
+    def check_finite(self, state: TrainState, banks: list[int], losses: list[torch.Tensor]) -> bool: ...
+
+    def update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None: ...
+
+
+class StepGraphs:
+    """Capture and replay the training step of a trainer's :class:`StepParts` (CUDA only)."""
+
+    def __init__(self, trainer: StepParts) -> None:
         self.trainer = trainer
         self.enabled = True
         self.key: tuple | None = None
@@ -53,13 +68,13 @@ class StepGraphs:
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(WARMUP):  # warm-up replays on scratch copies: the state is not touched
-                trainer._gradients(state.params, self.x, self.finals, banks)
+                trainer.gradients(state.params, self.x, self.finals, banks)
                 update([p.clone() for p in state.params], [m.clone() for m in state.adam_m],
                        [v.clone() for v in state.adam_v])
         torch.cuda.current_stream(device).wait_stream(side)
         self.gradients = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.gradients):
-            self.losses = trainer._gradients(state.params, self.x, self.finals, banks)
+            self.losses = trainer.gradients(state.params, self.x, self.finals, banks)
         self.update = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.update):
             update(state.params, state.adam_m, state.adam_v)
@@ -83,9 +98,9 @@ class StepGraphs:
         self.gradients.replay()
         losses = [loss.clone() for loss in self.losses]
         trainer = self.trainer
-        if trainer._check(state, banks, losses):
+        if trainer.check_finite(state, banks, losses):
             self.update.replay()
         else:  # a student failed: it is frozen now; finish this step eagerly and stay eager
             self.enabled = False
-            trainer._update(state, banks, scalars)
+            trainer.update(state, banks, scalars)
         return losses

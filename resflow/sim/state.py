@@ -11,7 +11,6 @@ and read with ``torch.load(weights_only=True)`` (no pickled code is ever execute
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._atomic import atomic_write
 from ..errors import ConfigError, IncompatibleOptionsError
 from .data import ReplicateStreams
 
@@ -54,6 +54,9 @@ class TrainState:
     last_loss: torch.Tensor | None = None  # per-student training loss of the last step (not checkpointed)
     precond: list[torch.Tensor] = field(default_factory=list)  # SOAP only
     bases: list[torch.Tensor] = field(default_factory=list)  # SOAP only
+    # bank -> its learning rates with the failed students' zeroed (not checkpointed: rebuilt from ``failed``
+    # by the first step's finite check after a resume, before any update)
+    frozen_lr: dict[int, torch.Tensor] = field(default_factory=dict)
 
     @property
     def optimiser_buffers(self) -> list[list[torch.Tensor]]:
@@ -90,11 +93,7 @@ class TrainState:
 
 def save_checkpoint(path: Path, state: TrainState, fingerprint: dict[str, Any]) -> None:
     """Write the state to ``path`` atomically: a temporary file, fsynced, then renamed into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state.as_checkpoint(fingerprint), tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: torch.save(state.as_checkpoint(fingerprint), tmp))
 
 
 def load_checkpoint(path: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:

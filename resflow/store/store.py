@@ -36,6 +36,7 @@ from pathlib import Path
 
 import xarray as xr
 
+from .._atomic import atomic_write
 from ..errors import ConfigError, IncompatibleOptionsError, ResflowError, UnknownNameError
 
 __all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STORE_VERSION", "RECORD_KINDS",
@@ -223,11 +224,11 @@ class Store:
 
     def export_netcdf(self, record: str | RecordInfo, path: str | Path) -> Path:
         """Write a record as a netCDF file (scipy engine, netCDF3)."""
-        path = Path(path)
-        if path.exists():
-            raise ConfigError(f"{str(path)!r} exists; choose a new file name (nothing is overwritten).")
-        self.load(record).to_netcdf(path, engine="scipy")
-        return path
+        ds = self.load(record)
+        try:
+            return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="scipy"), overwrite=False)
+        except FileExistsError:
+            raise ConfigError(f"{str(path)!r} exists; choose a new file name (nothing is overwritten).") from None
 
     # ------------------------------------------------------------------ maintenance
     def leftovers(self, *, stale_after_s: float = STALE_AFTER_S) -> list[Leftover]:
@@ -316,14 +317,10 @@ def schema_problems(ds: xr.Dataset, kind: str) -> list[str]:
 
 
 def _write_marker(marker: Path) -> None:
-    tmp = marker.with_name(f".{marker.name}.{uuid.uuid4().hex}")
-    tmp.write_text(json.dumps({"schema": STORE_SCHEMA, "version": STORE_VERSION}) + "\n")
-    try:
-        os.link(tmp, marker)  # atomic create-if-absent: concurrent creators agree on one marker
+    try:  # atomic create-if-absent: concurrent creators agree on one marker
+        atomic_write(marker, json.dumps({"schema": STORE_SCHEMA, "version": STORE_VERSION}) + "\n", overwrite=False)
     except FileExistsError:
         pass
-    finally:
-        tmp.unlink()
 
 
 @cache

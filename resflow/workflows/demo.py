@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from .._atomic import atomic_write
 from ..analysis.metrics import update_angles
 from ..analysis.plots import plot_flow_demo, save_figure
 from ..dynamics.convergence import convergence_study
@@ -101,9 +102,9 @@ def run_flow_demo(out: Path | str = Path("results"), config: FlowDemoConfig = Fl
     ds = flow_demo_dataset(config)
     prov = provenance(asdict(config), seed=config.seed, experiment="flow-demo")
     ds.attrs.update(prov)
-    ds.to_netcdf(run_dir / "demo.nc", engine="scipy")
+    atomic_write(run_dir / "demo.nc", lambda tmp: ds.to_netcdf(tmp, engine="scipy"))
     figure = save_figure(plot_flow_demo(ds), run_dir / "demo.png", prov)
-    (run_dir / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
+    atomic_write(run_dir / "provenance.json", json.dumps(prov, indent=2) + "\n")
     return FlowDemoResult(dataset=ds, work_dir=run_dir, figure=figure)
 
 

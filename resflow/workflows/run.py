@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .._atomic import atomic_write
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..analysis.plots import save_figure
@@ -174,20 +175,20 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
     else:
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
-        (run_dir / RUN_INFO).write_text(json.dumps({"config": json.loads(config.to_json())}, indent=1))
+        atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json())}, indent=1))
     steps_done, ds, prov = train_dataset(config, run_dir=run_dir, resume=resume, progress=progress,
                                          stop_after=stop_after)
     if ds is None:
         return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=steps_done)
     record = store.write(ds, kind="toy-run", name=config.experiment)
     ds.attrs["store_record"] = record
-    (run_dir / RECORD_NAME).write_text(record + "\n")
+    atomic_write(run_dir / RECORD_NAME, record + "\n")
     settings = FitSettings()
     fits = fit_dataset(ds, settings)
     fit_ds = fits_to_dataset(fits, source_record=record, settings=settings)
     fit_ds.attrs.update(prov)
     fit_record = store.write(fit_ds, kind="fit", name=config.experiment)
-    (run_dir / FITS_NAME).write_text(json.dumps([f.to_json() for f in fits], indent=1))
+    atomic_write(run_dir / FITS_NAME, json.dumps([f.to_json() for f in fits], indent=1))
     figure = save_figure(experiment.figure(ds, fits), run_dir / FIGURE_NAME, prov)
     return ExperimentResult(config=config, work_dir=run_dir, finished=True, steps_done=steps_done,
                             record=record, fit_record=fit_record, dataset=ds, fits=tuple(fits), figure=figure)

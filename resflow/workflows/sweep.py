@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._atomic import atomic_write
 from .._validate import check_int
 from ..errors import ConfigError, ResflowError
 from ..experiments.config import ExperimentConfig, parse_assignment
@@ -203,10 +204,7 @@ def load_manifest(store: str | Path | Store, sweep_id: str) -> dict:
 def _write_manifest(store: Store, sweep_id: str, manifest: dict) -> Path:
     path = _manifest_path(store, sweep_id)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, path)  # atomic: a reader sees the old manifest or the new one
-    return path
+    return atomic_write(path, json.dumps(manifest, indent=1))  # a reader sees the old manifest or the new one
 
 
 def done_cells(store: Store, sweep_id: str) -> dict[str, str]:
