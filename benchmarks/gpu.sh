@@ -15,11 +15,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu-$(date -u +%Y%m%dT%H%M%SZ)}
+STORE=${STORE:-$OUT/store}  # the run's store (many files: outside $OUT where only a few files come back)
+# PAPER_EXTRA: more --set overrides for the paper preset, e.g. "--set train.steps=8000" to time a tenth of it
+read -r -a PAPER_EXTRA <<< "${PAPER_EXTRA:-}"
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+if [ "${RESFLOW_GPU_SMOKE:-0}" != 1 ] && [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # wheels for the GPU box
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -50,7 +53,7 @@ PY
 
 echo "== bench ($DEVICE)"
 # the rows and checks as JSON (also a `bench` record of the run's store)
-"${RESFLOW[@]}" bench --device "$DEVICE" --out "$OUT/store" --json "${BENCH[@]}" > "$OUT/bench.json"
+"${RESFLOW[@]}" bench --device "$DEVICE" --out "$STORE" --json "${BENCH[@]}" > "$OUT/bench.json"
 $PY - "$OUT/bench.json" <<'PY' | tee "$OUT/bench.txt"
 import json, sys
 result = json.load(open(sys.argv[1]))
@@ -64,9 +67,10 @@ PY
 
 echo "== paper preset of smooth-vs-rough ($DEVICE)"
 start=$(date +%s)
-"${RESFLOW[@]}" run smooth-vs-rough --preset paper --device "$DEVICE" --out "$OUT/store" "${PAPER[@]}" \
-  | tee "$OUT/paper.txt"
+"${RESFLOW[@]}" run smooth-vs-rough --preset paper --device "$DEVICE" --out "$STORE" "${PAPER[@]}" \
+  "${PAPER_EXTRA[@]}" | tee "$OUT/paper.txt"
 end=$(date +%s)
 echo "paper preset wall time: $((end - start)) s" | tee -a "$OUT/paper.txt"
-"${RESFLOW[@]}" fit "$OUT/store" --json > "$OUT/paper-fits.json"
+"${RESFLOW[@]}" fit "$STORE" --json > "$OUT/paper-fits.json"
+"${RESFLOW[@]}" report "$STORE" --experiment smooth-vs-rough > "$OUT/paper-report.md"
 echo "wrote $OUT"
