@@ -168,3 +168,19 @@ def test_ctrl_c_says_what_survived_and_exits_130(command, function, message, mon
     monkeypatch.setattr(resflow.workflows, function, interrupted)
     result = runner.invoke(app, [str(cli_store) if a == "STORE" else a for a in command])
     assert result.exit_code == 130 and message in result.output and "Traceback" not in result.output
+
+
+def test_one_resume_check_for_run_and_sweep(tmp_path):
+    """A run directory is resumable with a checkpoint of the run or of a depth-doubling stage; run and sweep
+    both ask has_checkpoint (a sweep cell of a doubling run once restarted its stages from scratch)."""
+    from pathlib import Path
+
+    from resflow.workflows.run import has_checkpoint
+
+    assert not has_checkpoint(tmp_path)
+    (tmp_path / "depth-4").mkdir()
+    (tmp_path / "depth-4" / "checkpoint.pt").write_bytes(b"x")
+    assert has_checkpoint(tmp_path)
+    workflows = Path(resflow.__file__).parent / "workflows"
+    asking = [p.name for p in workflows.glob("*.py") if "CHECKPOINT_NAME" in p.read_text()]
+    assert asking == ["run.py"], asking

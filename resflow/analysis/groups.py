@@ -17,6 +17,7 @@ import xarray as xr
 
 from .._validate import check_int
 from ..errors import ConfigError
+from ..noise import group_of
 
 __all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_structure"]
 
@@ -38,10 +39,11 @@ def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
 
 def boundary_pairs(depth: int, groups: int) -> np.ndarray:
     """For each pair of successive layers ``(l, l + 1)``, ``l = 0..depth - 2``: True when the pair straddles
-    a boundary of ``groups`` contiguous groups of unit time (layer ``l`` in group ``floor(l * groups / depth)``)."""
+    a boundary of ``groups`` contiguous groups of unit time (:func:`resflow.noise.group_of`; with more groups than
+    layers, every layer is its own group)."""
     depth = check_int("depth", depth, minimum=1)
     groups = check_int("groups", groups, minimum=1)
-    group = np.arange(depth) * groups // depth
+    group = group_of(depth, min(groups, depth)).numpy()
     return group[1:] != group[:-1]
 
 

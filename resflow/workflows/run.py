@@ -37,7 +37,8 @@ from ..sim.results import build_dataset
 from ..sim.targets import teacher_key
 from ..store import Store
 
-__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME"]
+__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "RECORD_NAME", "FIGURE_NAME",
+           "FITS_NAME"]
 
 RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
 FIGURE_NAME = "figure.png"
@@ -64,13 +65,16 @@ class ExperimentResult:
     figure: Path | None = None
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether a run directory holds something to resume: a checkpoint of the run, or of a stage of
+    depth-doubling continuation (``depth-*/``).  The one resume check of ``run`` and ``sweep``."""
+    return (run_dir / CHECKPOINT_NAME).exists() or any(run_dir.glob(f"depth-*/{CHECKPOINT_NAME}"))
+
+
 def find_resumable(store: Path | str, experiment: str) -> Path:
     """Latest work directory of ``experiment`` in ``store`` with a checkpoint and no record yet."""
     work = Path(store) / "work"
-    def checkpointed(p: Path) -> bool:  # a checkpoint of the run, or of a stage of depth-doubling continuation
-        return (p / CHECKPOINT_NAME).exists() or any(p.glob(f"depth-*/{CHECKPOINT_NAME}"))
-
-    candidates = sorted(p for p in work.glob(f"{experiment}-*") if checkpointed(p)
+    candidates = sorted(p for p in work.glob(f"{experiment}-*") if has_checkpoint(p)
                         and not (p / RECORD_NAME).exists()) if work.is_dir() else []
     if not candidates:
         raise ConfigError(f"no interrupted {experiment!r} run to resume in {str(store)!r}; run without --resume.")

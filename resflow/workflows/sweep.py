@@ -154,8 +154,7 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
     import torch
     from filelock import FileLock
 
-    from ..sim.engine import CHECKPOINT_NAME
-    from .run import train_dataset
+    from .run import has_checkpoint, train_dataset
 
     store = Store.open(store_path)
     readable = "".join(c if c.isalnum() or c in "._=-" else "_" for c in cell.key)[:80]
@@ -169,7 +168,7 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
             if existing := done_cells(store, sweep_id).get(cell.key):
                 return existing
             config = cell.config(base)
-            _, ds, _ = train_dataset(config, run_dir=work, resume=(work / CHECKPOINT_NAME).exists())
+            _, ds, _ = train_dataset(config, run_dir=work, resume=has_checkpoint(work))
             if bool(np.all(ds["failed"].values)):
                 reasons = sorted({str(r) for r in np.ravel(ds["fail_reason"].values) if str(r)})
                 raise SweepCellError(f"every student diverged ({'; '.join(reasons) or 'non-finite loss'}).")
