@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from resflow.experiments import Experiment, ExperimentConfig
+from resflow.noise import parse_correlation
 
 from .smooth_vs_rough import CPU_TRAIN, PAPER_TRAIN, figure
 
@@ -38,8 +39,8 @@ EXPERIMENT = Experiment(
 
 
 def groups_of(target: str) -> int:
-    """K of a target: ``tied`` is one group, ``grouped:K[:RHO]`` is K."""
-    return 1 if target == "tied" else int(target.split(":")[1])
+    """K of a target: ``tied`` is one group, ``grouped:K[:RHO]`` is K (read by the one spec parser)."""
+    return getattr(parse_correlation(target), "groups", 1)
 
 
 def report(ds, record: str) -> str:
