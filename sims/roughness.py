@@ -45,6 +45,7 @@ EXPERIMENT = Experiment(
     name="roughness",
     summary="Teachers between rough and smooth (correlated:rho, fractional:H): exponents against the roughness law.",
     presets=PRESETS, figure=figure, report=lambda ds, record: report(ds, record),
+    costs={"cpu": "2578 s on one thread of a shared machine (docs/results.md)"},
 )
 
 

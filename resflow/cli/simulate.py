@@ -31,17 +31,16 @@ def device_overrides(device: str, sets: list[str] | None) -> list[str]:
     return list(sets or []) + ([] if set_devices else [f"train.device={device}"])
 
 
-def list_experiments() -> Table:
-    """Every experiment with its presets: students, steps, and what a run cost on the 2-core machine."""
-    table = Table(title="Experiments and presets (resflow run EXPERIMENT --preset PRESET)")
-    for column in ("experiment", "preset", "students", "steps", "cost on 2 CPU cores", "summary"):
-        table.add_column(column)
+def list_experiments() -> str:
+    """Every experiment with its presets: students, steps, and what a run cost on the 2-core machine (plain
+    lines: names are never cut to fit a terminal)."""
+    lines = []
     for name, experiment in registered().items():
-        for k, (preset_name, config) in enumerate(experiment.presets.items()):
-            table.add_row(name if k == 0 else "", preset_name, str(len(config.student_specs())),
-                          str(config.train.steps), experiment.costs.get(preset_name, "not measured"),
-                          experiment.summary if k == 0 else "")
-    return table
+        lines.append(f"{name}: {experiment.summary}")
+        for preset_name, config in experiment.presets.items():
+            lines.append(f"  --preset {preset_name:14s} {len(config.student_specs())} students, {config.train.steps} "
+                         f"steps; on 2 CPU cores: {experiment.costs.get(preset_name, 'not measured')}")
+    return "\n".join(lines)
 
 
 def _interval(value: float, low: float, high: float) -> str:
@@ -117,7 +116,7 @@ def run(
     from resflow.workflows import run_experiment
 
     if list_:
-        console.print(list_experiments())
+        typer.echo(list_experiments())
         return
     with user_errors():
         if experiment is None:
