@@ -42,52 +42,6 @@ EXPERIMENT = Experiment(
 )
 
 
-def exponent_difference(ds, target: str, groups: int, depths=None):
-    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired: the exponent of
-    the ratio of their final losses on the same evaluation batches (same teacher, data and batches), with
-    the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one replicate, a
-    bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The value is the
-    exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α."""
-    from resflow.analysis import exponent_interval
-    from resflow.errors import ConfigError
-
-    if "temperature" in ds.dims:
-        raise ConfigError("exponent_difference compares one series per structure: select a temperature first, "
-                          "ds.sel(temperature=T).")
-    if ds.sizes.get("scheme", 1) != 1:
-        raise ConfigError("exponent_difference compares one series per structure: select a scheme first, "
-                          "ds.sel(scheme='euler').")
-    batches = ds["final_loss_batch"].sel(length=ds["length"].max(), target=target).isel(scheme=0)
-    if depths is not None:
-        batches = batches.sel(depth=list(depths))
-    ratio = (batches.sel(student_groups=groups) / batches.sel(student_groups=0)).transpose(
-        "depth", "replicate", "eval_batch")
-    return exponent_interval([int(d) for d in ratio["depth"].values], ratio.values)
-
-
-def teacher_built_student(teacher, depth: int, groups: int) -> dict:
-    """Parameters of a group-structured Euler student of ``depth`` layers built, untrained, from a grouped
-    teacher's own group fields: group ``g`` applies the teacher's field of group ``g`` ``depth / groups`` times
-    with its branch scaled so the group spans the same time (``teacher_depth / depth`` times the teacher's
-    step).  At ``depth`` = teacher depth it *is* the teacher; below, a coarser Euler discretisation of the same
-    piecewise flow -- what a group-structured student can reach without learning anything.  Needs
-    ``groups <= depth``."""
-    import torch
-
-    from resflow.noise import group_of
-    from resflow.sim.block import first_layers
-
-    stack = teacher.stack
-    fields = list(stack.layers)
-    first = first_layers(group_of(teacher.depth, groups)).tolist()
-    mine = group_of(depth, groups)
-    scale = stack.step_size * teacher.depth / depth
-    layers = [fields[first[int(g)]] if len(fields) > 1 else fields[0] for g in mine]
-    return {"W1": torch.stack([f.W1.detach() for f in layers])[:, None],
-            "b1": torch.stack([f.b1.detach() for f in layers])[:, None],
-            "W2": torch.stack([f.W2.detach() * scale for f in layers])[:, None]}
-
-
 def teacher_built_losses(target: str, depths, *, width: int = 16, teacher_depth: int = 32, replicates: int = 3,
                          teacher_seed: int = 0, inputs: int = 8192) -> dict[int, float]:
     """Replicate-mean MSE of :func:`teacher_built_student` against its teacher (teacher seeds
@@ -96,7 +50,7 @@ def teacher_built_losses(target: str, depths, *, width: int = 16, teacher_depth:
     import torch
 
     from resflow.dynamics.tableau import get_tableau
-    from resflow.sim import Teacher, mse_loss, student_forward
+    from resflow.sim import Teacher, mse_loss, student_forward, teacher_built_student
     from resflow.sims.compositional import groups_of
 
     out = {}
@@ -118,8 +72,9 @@ def report(ds, record: str) -> str:
 
     import numpy as np
 
-    from resflow.analysis import fit_dataset, group_signature
+    from resflow.analysis import exponent_difference, fit_dataset, group_signature
     from resflow.sims.compositional import groups_of
+
     fits = fit_dataset(ds)
     depths = list(fits[0].depths)
     structured = [g for g in ds["student_groups"].values.tolist() if g]

@@ -196,7 +196,7 @@ def test_group_signature_of_a_trained_group_structured_student_turns_only_at_bou
 def test_exponent_difference_recovers_a_known_change_of_exponent():
     import xarray as xr
 
-    from resflow.sims.group_students import exponent_difference
+    from resflow.analysis import exponent_difference
 
     depths, rng = np.array([2, 4, 8, 16]), np.random.default_rng(0)
     plain = 0.1 * depths[:, None, None] ** -1.0 * np.exp(0.05 * rng.standard_normal((4, 5, 3)))

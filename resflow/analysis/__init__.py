@@ -27,7 +27,7 @@ Works on tensors of hidden states and on labelled Datasets; it trains nothing an
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
 from .fit_records import fits_from_dataset, fits_to_dataset
 from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
-from .groups import boundary_pairs, group_signature, one_structure, split_update_angles
+from .groups import boundary_pairs, exponent_difference, group_signature, one_structure, split_update_angles
 from .intervals import ExponentInterval, exponent_interval
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
@@ -49,6 +49,7 @@ from .tracking import TRACKING_LABELS, tracking_metrics
 from .verdict import Verdict, convergence_verdict
 
 __all__ = [
+    "exponent_difference",
     "run_tables",
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",

@@ -18,8 +18,9 @@ import xarray as xr
 from .._validate import check_int
 from ..errors import ConfigError
 from ..noise import group_of
+from .intervals import exponent_interval
 
-__all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_structure"]
+__all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_structure", "exponent_difference"]
 
 
 def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
@@ -84,3 +85,23 @@ def group_signature(ds: xr.Dataset, groups: int) -> xr.Dataset:
         "angle_boundary": pairs.isel(part=1).assign_attrs(
             long_name=f"mean update angle across a boundary of {groups} groups", **units),
     }, attrs={"groups": groups, "store_record": ds.attrs.get("store_record", "")})
+
+
+def exponent_difference(ds, target: str, groups: int, depths=None):
+    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired: the exponent of
+    the ratio of their final losses on the same evaluation batches (same teacher, data and batches), with
+    the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one replicate, a
+    bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The value is the
+    exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α."""
+    if "temperature" in ds.dims:
+        raise ConfigError("exponent_difference compares one series per structure: select a temperature first, "
+                          "ds.sel(temperature=T).")
+    if ds.sizes.get("scheme", 1) != 1:
+        raise ConfigError("exponent_difference compares one series per structure: select a scheme first, "
+                          "ds.sel(scheme='euler').")
+    batches = ds["final_loss_batch"].sel(length=ds["length"].max(), target=target).isel(scheme=0)
+    if depths is not None:
+        batches = batches.sel(depth=list(depths))
+    ratio = (batches.sel(student_groups=groups) / batches.sel(student_groups=0)).transpose(
+        "depth", "replicate", "eval_batch")
+    return exponent_interval([int(d) for d in ratio["depth"].values], ratio.values)

@@ -37,6 +37,7 @@ from .block import (
     student_block,
     student_forward,
     student_logits,
+    teacher_built_student,
 )
 from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
 from .continuation import split_layers, train_by_doubling
@@ -49,6 +50,7 @@ from .state import TrainState
 from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 
 __all__ = [
+    "teacher_built_student",
     "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student", "student_block",
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",

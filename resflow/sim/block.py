@@ -35,9 +35,11 @@ from ..dynamics.stepper import rk_stages
 from ..dynamics.tableau import ButcherTableau, get_tableau
 from ..errors import ConfigError
 from ..noise import group_of
+from ..noise import group_of
 
 __all__ = ["StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
-           "student_forward", "student_layer_steps", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES"]
+           "student_forward", "student_layer_steps", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES",
+           "teacher_built_student"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
@@ -208,3 +210,21 @@ def kl_loss(logits: torch.Tensor, teacher_logp: torch.Tensor) -> torch.Tensor:
     ``teacher_logp`` are the teacher's log-probabilities at its temperature."""
     logq = torch.log_softmax(logits, dim=-1)
     return (teacher_logp.exp() * (teacher_logp - logq)).sum(-1).mean(-1)
+
+
+def teacher_built_student(teacher, depth: int, groups: int) -> dict:
+    """Parameters of a group-structured Euler student of ``depth`` layers built, untrained, from a grouped
+    teacher's own group fields: group ``g`` applies the teacher's field of group ``g`` ``depth / groups`` times
+    with its branch scaled so the group spans the same time (``teacher_depth / depth`` times the teacher's
+    step).  At ``depth`` = teacher depth it *is* the teacher; below, a coarser Euler discretisation of the same
+    piecewise flow -- what a group-structured student can reach without learning anything.  Needs
+    ``groups <= depth``."""
+    stack = teacher.stack
+    fields = list(stack.layers)
+    first = first_layers(group_of(teacher.depth, groups)).tolist()
+    mine = group_of(depth, groups)
+    scale = stack.step_size * teacher.depth / depth
+    layers = [fields[first[int(g)]] if len(fields) > 1 else fields[0] for g in mine]
+    return {"W1": torch.stack([f.W1.detach() for f in layers])[:, None],
+            "b1": torch.stack([f.b1.detach() for f in layers])[:, None],
+            "W2": torch.stack([f.W2.detach() * scale for f in layers])[:, None]}
