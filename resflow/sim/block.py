@@ -35,7 +35,6 @@ from ..dynamics.stepper import rk_stages
 from ..dynamics.tableau import ButcherTableau, get_tableau
 from ..errors import ConfigError
 from ..noise import group_of
-from ..noise import group_of
 
 __all__ = ["StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
            "student_forward", "student_layer_steps", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES",
