@@ -27,17 +27,6 @@ PRESETS = {
                               teacher_depth=128, depths=(2, 4, 8, 16, 32, 48), replicates=3, train=PAPER_TRAIN),
 }
 
-EXPERIMENT = Experiment(
-    name="compositional",
-    summary="Euler students of teachers made of K functional groups (tied within a group, distinct maps "
-            "between): the loss against depth below and above K.",
-    presets=PRESETS, figure=figure, report=lambda ds, record: report(ds, record),
-    notes={"cpu": "smooth-vs-rough's cpu recipe at 6k steps, 2 replicates (15 minutes on 2 cores)",
-           "paper": "smooth-vs-rough's paper preset (arXiv:2602.05970 toy model) with grouped teachers"},
-    costs={"cpu": "8 min 18 s with the earlier Adam recipe (docs/results.md); not remeasured with SOAP"},
-)
-
-
 def groups_of(target: str) -> int:
     """K of a target: ``tied`` is one group, ``grouped:K[:RHO]`` is K (read by the one spec parser)."""
     return getattr(parse_correlation(target), "groups", 1)
@@ -128,3 +117,14 @@ def teacher_signature(target: str, *, width=None, config=None) -> dict[str, floa
     probe = probe_states([states], f"teacher:{target}", kind="teacher", seed=0)
     within, boundary = split_update_angles(probe.mean["update_angle"], depth, groups_of(target))
     return {"within": within, "boundary": boundary, "early_stop": float(probe.early_stop_fraction)}
+
+
+EXPERIMENT = Experiment(
+    name="compositional",
+    summary="Euler students of teachers made of K functional groups (tied within a group, distinct maps "
+            "between): the loss against depth below and above K.",
+    presets=PRESETS, figure=figure, report=report,
+    notes={"cpu": "smooth-vs-rough's cpu recipe at 6k steps, 2 replicates (15 minutes on 2 cores)",
+           "paper": "smooth-vs-rough's paper preset (arXiv:2602.05970 toy model) with grouped teachers"},
+    costs={"cpu": "8 min 18 s with the earlier Adam recipe (docs/results.md); not remeasured with SOAP"},
+)

@@ -153,13 +153,12 @@ def fit(
         for r in runs:
             if r.skipped:
                 err_console.print(f"[yellow]skipped[/] {r.run}: {r.skipped}", highlight=False)
+        runs = [r for r in runs if not r.skipped]
         if as_json:
             typer.echo(json.dumps([{"run": r.run, "fit_record": r.fit_record, **f.to_json()}
                                    for r in runs for f in r.fits], indent=2))
             return
         for r in runs:
-            if r.skipped:
-                continue
             console.print(fits_table(r.fits, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})"))
             console.print(convergence_table(r.fits))
             if any(not f.converged for f in r.fits):

@@ -27,7 +27,7 @@ module              what it holds
 Built on :mod:`resflow.dynamics` and :mod:`resflow.noise`; knows nothing of fits, stores or plots.
 """
 
-from .bench import BenchRow, PrecisionCheck, precision_check, run_bench, write_bench_json
+from .bench import BenchRow, PrecisionCheck, precision_check, run_bench
 from .block import (
     StudentSpec,
     init_student,
@@ -54,6 +54,6 @@ __all__ = [
     "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student", "student_block",
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
-    "write_bench_json", "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
+    "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
     "shared_schedule", "split_layers", "train_by_doubling",
 ]

@@ -13,7 +13,6 @@ every 2 ms (CPU), or ``torch.cuda.max_memory_allocated`` (GPU).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import platform
 import statistics
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from .._atomic import atomic_write
 from ..errors import ConfigError
 from .block import StudentSpec
 from .config import TrainConfig
@@ -33,7 +31,7 @@ from .engine import Trainer, resolve_device
 from .reference_loop import ReferenceLoop
 from .teacher import Teacher
 
-__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "write_bench_json", "bench_meta",
+__all__ = ["BenchCase", "BenchRow", "CASES", "run_bench", "sgemm_gflops", "bench_meta",
            "PrecisionCheck", "precision_check"]
 
 SGEMM_SIZE = 1024
@@ -264,13 +262,3 @@ def bench_meta() -> dict:
     return {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
             "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
             "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
-
-
-def write_bench_json(rows: list[BenchRow], path: Path | str) -> Path:
-    """Write the rows as a JSON list (with the machine and versions in each row's ``meta``); never overwrites."""
-    meta = bench_meta()
-    try:
-        return atomic_write(path, json.dumps([{**r.to_json(), "meta": meta} for r in rows], indent=1) + "\n",
-                            overwrite=False)
-    except FileExistsError:
-        raise ConfigError(f"{str(path)!r} exists; choose a new file (nothing is overwritten).") from None

@@ -6,6 +6,7 @@ machine, the versions and the commit in its attrs, like every other record.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +42,6 @@ class BenchResult:
 
 def bench_dataset(rows: Sequence[BenchRow], checks: Sequence[PrecisionCheck] = ()) -> xr.Dataset:
     """A ``bench`` record: one entry per (case, engine) on dim ``row``; the checks as JSON in the attrs."""
-    import json
-
     def value(row, name):
         v = getattr(row, name)
         return np.nan if v is None else float(v)
