@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from .typeset import RELATIONS
+
 __all__ = ["Derivation"]
 
 
@@ -56,8 +58,8 @@ class Derivation:
     def __post_init__(self) -> None:
         if self.status not in ("derived", "hypothesis"):
             raise ValueError(f"status must be 'derived' or 'hypothesis'; got {self.status!r}")
-        if self.relation not in ("=", "proportional", "approximately"):
-            raise ValueError(f"relation must be '=', 'proportional' or 'approximately'; got {self.relation!r}")
+        if self.relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {', '.join(RELATIONS)}; got {self.relation!r}")
 
     @property
     def target(self) -> sp.Basic:

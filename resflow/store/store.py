@@ -45,7 +45,7 @@ __all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STOR
 STORE_SCHEMA = "resflow-store"
 STORE_VERSION = 1
 MARKER = "resflow-store.json"
-RECORD_KINDS = ("toy-run", "fit", "theory", "llm-data", "llm-fit", "probe", "bench", "demo")
+RECORD_KINDS = ("toy-run", "fit", "theory", "llm-data", "llm-fit", "probe", "bench")
 # What a record of a kind must hold to be read by resflow (the full schemas: docs/design/store.md).
 RECORD_SCHEMAS = {
     "toy-run": {"variables": ("final_loss_batch", "failed", "test_loss"),
