@@ -11,8 +11,9 @@ from resflow.analysis.fits import fit_dataset, fit_exponent, fit_offset
 from resflow.analysis.intervals import exponent_interval
 from resflow.analysis.law_fit import finite_teacher_factor, law_for_target
 from resflow.analysis.regimes import regime_predictions
+from resflow.records import build_dataset
+from resflow.sim import TrainingResult
 from resflow.sim.block import StudentSpec
-from resflow.sim.results import TrainingResult, build_dataset
 
 DEPTHS = (2, 4, 8, 16)
 
@@ -252,7 +253,8 @@ def test_regime_predictions_come_from_the_laws():
 
 def test_dataset_is_labelled_and_carries_provenance():
     ds = dataset(synthetic({"independent": power(1.0)}), ["independent"])
-    assert set(ds["test_loss"].dims) == {"target", "scheme", "depth", "replicate", "length", "step"}
+    assert ds["test_loss"].dims == ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "length",
+                                    "step")
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs and "units" in var.attrs, name
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from resflow import ConfigError, Teacher
+from resflow.records import merge_runs
 from resflow.sim import train, train_reference
 from resflow.sim.block import StudentSpec, init_student, layer_groups
 from resflow.sim.config import TrainConfig
@@ -118,14 +119,14 @@ def test_runs_with_group_structured_students_have_a_student_groups_dimension_and
     from resflow.analysis import fit_dataset, fits_from_dataset, fits_to_dataset
     from resflow.analysis.fits import FitSettings
     from resflow.analysis.probes import SIGNATURE_LABELS, state_signature
-    from resflow.sim.results import build_dataset
+    from resflow.records import build_dataset
 
     tt = teachers("grouped:2")
     specs = [StudentSpec("grouped:2", "euler", d, r, groups=g, length=length) for d in (2, 4) for r in (0, 1)
              for g in (0, 2) for length in (0.5, 1.0)]
     result = train(specs, tt, small_config(steps=40, dtype="float32"), state_metrics=state_signature)
     ds = build_dataset(result, loss="mse", targets=["grouped:2"], attrs={}, metric_labels=SIGNATURE_LABELS)
-    assert ds["final_loss"].dims == ("target", "scheme", "student_groups", "depth", "replicate", "length")
+    assert ds["final_loss"].dims == ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "length")
     assert ds["student_groups"].values.tolist() == [0, 2]
     assert ds["early_stop_fraction"].dims == ds["final_loss"].dims  # one number per student
     assert ds["update_angle"].dims[-1] == "layer"
@@ -135,7 +136,7 @@ def test_runs_with_group_structured_students_have_a_student_groups_dimension_and
     assert [f.student_groups for f in back] == [f.student_groups for f in fits]
     plain = build_dataset(train(specs[:2], tt, small_config(steps=40, dtype="float32")), loss="mse",
                           targets=["grouped:2"], attrs={})
-    assert "student_groups" not in plain.dims
+    assert plain["student_groups"].values.tolist() == [0]  # every record has the dim: size 1, plain students
 
 
 # ------------------------------------------------------------------ signatures
@@ -182,13 +183,13 @@ def test_group_signature_of_a_trained_group_structured_student_turns_only_at_bou
     within a group is near 0 (each copy sees a slightly different state), at a boundary it is not."""
     from resflow.analysis import group_signature
     from resflow.analysis.probes import SIGNATURE_LABELS, state_signature
-    from resflow.sim.results import build_dataset
+    from resflow.records import build_dataset
 
     tt = teachers("grouped:4")
     specs = [StudentSpec("grouped:4", "euler", 16, 0, groups=g) for g in (0, 4)]
     result = train(specs, tt, small_config(steps=60, dtype="float32"), state_metrics=state_signature)
     ds = build_dataset(result, loss="mse", targets=["grouped:4"], attrs={}, metric_labels=SIGNATURE_LABELS)
-    sig = group_signature(ds, 4).isel(target=0, scheme=0, depth=0, replicate=0, length=0)
+    sig = group_signature(ds, 4).isel(target=0, scheme=0, temperature=0, depth=0, replicate=0, length=0)
     assert float(sig["angle_within"].sel(student_groups=4)) < 0.25 < float(sig["angle_boundary"].sel(student_groups=4))
     assert float(sig["angle_within"].sel(student_groups=0)) > 0.5  # plain layers start unrelated
 
@@ -222,7 +223,7 @@ def test_exponent_difference_recovers_a_known_change_of_exponent():
 
 
 def test_a_plain_run_and_a_group_structured_run_merge_into_one_store_dataset(tmp_path):
-    from resflow.sim.results import build_dataset
+    from resflow.records import build_dataset
     from resflow.store import Store
 
     tt = teachers("independent")
@@ -233,10 +234,10 @@ def test_a_plain_run_and_a_group_structured_run_merge_into_one_store_dataset(tmp
         ds = build_dataset(train(specs, tt, small_config(steps=20, dtype="float32")), loss="mse",
                            targets=["independent"], attrs={"experiment": "x"})
         records.append(store.write(ds, kind="toy-run", name="x"))
-    merged = store.merge(records)
+    merged = merge_runs(store, records)
     assert merged["student_groups"].values.tolist() == [0, 2]
     assert merged["final_loss"].dims == store.load(records[1])["final_loss"].dims
-    np.testing.assert_array_equal(merged["final_loss"].sel(student_groups=0).values,
+    np.testing.assert_array_equal(merged["final_loss"].sel(student_groups=[0]).values,
                                   store.load(records[0])["final_loss"].values)
 
 
@@ -250,7 +251,7 @@ def test_a_student_built_from_the_teachers_group_fields_is_the_teacher_at_full_d
 
 def test_merging_two_records_of_the_same_cells_is_refused(tmp_path):
     from resflow.errors import IncompatibleOptionsError
-    from resflow.sim.results import build_dataset
+    from resflow.records import build_dataset
     from resflow.store import Store
 
     tt = teachers("independent")
@@ -263,7 +264,7 @@ def test_merging_two_records_of_the_same_cells_is_refused(tmp_path):
         records.append(store.write(ds, kind="toy-run", name="x"))
     for order in (records, records[::-1]):  # either way the plain students of the first would be lost
         with pytest.raises(IncompatibleOptionsError, match="same cells"):
-            store.merge(order)
+            merge_runs(store, order)
 
 
 def test_split_update_angles_reads_the_last_axis_and_one_structure_selects_students():

@@ -1,4 +1,4 @@
-"""The result store: round trip, atomic writes under a kill, concurrent writers, corrupt stores, merging."""
+"""The result store: round trip, atomic writes under a kill, concurrent writers, corrupt stores (merging: tests/test_records.py)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from resflow.errors import ConfigError, IncompatibleOptionsError
+from resflow.errors import ConfigError
 from resflow.store import Store, StoreError
 
 STORE_ATTRS = ("store_kind", "store_name", "store_record", "store_schema_version")
@@ -107,18 +107,6 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert len(records) == 16
     seeds = sorted(store.load(r).attrs["seed"] for r in records)
     assert seeds == sorted(str(100 * w + k) for w in range(4) for k in range(4))
-
-
-def test_merge_runs_of_one_experiment(tmp_path):
-    store = Store.open(tmp_path / "s", create=True)
-    a = store.write(sample(0, seed_offset=0), kind="toy-run", name="sweep")
-    b = store.write(sample(1, seed_offset=2), kind="toy-run", name="sweep")
-    merged = store.merge([a, b])
-    assert list(merged["seed"].values) == [0, 1, 2, 3]
-    np.testing.assert_array_equal(merged["final_loss"].sel(seed=[2, 3]).values, sample(1)["final_loss"].values)
-    c = store.write(sample(2, experiment="rk2"), kind="toy-run", name="other")
-    with pytest.raises(IncompatibleOptionsError, match="one experiment"):
-        store.merge([a, c])
 
 
 def test_netcdf_export_never_overwrites(tmp_path):

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from resflow import ConfigError, ResflowError
 from resflow.analysis import fit_dataset
 from resflow.cli import app
+from resflow.records import merge_runs
 from resflow.store import Store
 from resflow.workflows import SweepPlan, load_manifest, parse_grid, run_sweep
 
@@ -98,7 +99,7 @@ def test_each_cell_is_one_record_and_a_points_cells_merge_into_a_fittable_run(tm
     manifest = load_manifest(store, result.sweep_id)
     assert manifest["cells"] == list(result.cells) and manifest["done"] == result.records and not manifest["failed"]
     point = [r for c, r in result.records.items() if c.startswith("train.lr_base=0.01 ")]
-    merged = store.merge(point)
+    merged = merge_runs(store, point)
     assert list(merged["replicate"].values) == [0, 1]
     assert all(np.isfinite(f.exponent) for f in fit_dataset(merged))
     attrs = store.attrs(point[0])
@@ -121,7 +122,7 @@ def test_a_grid_points_cells_are_the_replicates_of_the_batched_run(tmp_path):
 
     p = plan(grid=("train.lr_base=0.01",))
     result = run_sweep(p, out=tmp_path / "s", workers=0, threads=1)
-    merged = Store.open(tmp_path / "s").merge(list(result.records.values()))
+    merged = merge_runs(Store.open(tmp_path / "s"), list(result.records.values()))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -100,7 +100,7 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     coherence = ds["error_coherence"].values
     assert np.all(np.isfinite(coherence)) and np.all(coherence > 0)
     # a student's trajectory error starts at 0 (same input state) and its layers beyond its depth are NaN
-    tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0)
+    tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0, student_groups=0, temperature=0)
     assert float(tied["trajectory_error"].sel(layer=0)) == 0.0 and np.isnan(float(tied["trajectory_error"].sel(layer=3)))
     # the report prints the run's tables from its record: losses by length, the verdict, the estimate, tracking
     from typer.testing import CliRunner

@@ -32,6 +32,7 @@ REFERENCE = {
     "resflow.analysis": "Metrics, fits, figures",
     "resflow.llm": "Trained-LLM fits and probes",
     "resflow.store": "The result store",
+    "resflow.records": "What each record holds",
     "resflow.experiments": "Experiment configurations",
     "resflow.workflows": "One function per command",
     "resflow.demos": "Classroom demos",

@@ -25,7 +25,7 @@ Works on tensors of hidden states and on labelled Datasets; it trains nothing an
 """
 
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
-from .fit_records import fits_from_dataset, fits_to_dataset
+from .fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
 from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
 from .groups import boundary_pairs, exponent_difference, group_signature, one_structure, split_update_angles
 from .intervals import ExponentInterval, exponent_interval
@@ -55,7 +55,8 @@ __all__ = [
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
     "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature", "one_structure",
     "TRACKING_LABELS", "tracking_metrics",
-    "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
+    "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset", "FIT_SCHEMA",
+    "fit_problems",
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
     "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",
     "ComparisonRow", "DepthPart", "theory_rows", "toy_rows", "comparison_figure",

@@ -18,7 +18,16 @@ import xarray as xr
 
 from .fits import FitSettings, SeriesFit
 
-__all__ = ["fits_to_dataset", "fits_from_dataset"]
+__all__ = ["fits_to_dataset", "fits_from_dataset", "FIT_SCHEMA", "fit_problems"]
+
+# What a fit record must hold to be read back (the full schema: docs/design/store.md).
+FIT_SCHEMA = {"variables": ("exponent", "ci_low", "ci_high", "converged"), "dims": ("series",)}
+
+
+def fit_problems(ds: xr.Dataset) -> list[str]:
+    """What a Dataset lacks to be read as a fit record (empty when it is one)."""
+    return ([v for v in FIT_SCHEMA["variables"] if v not in ds.data_vars]
+            + [f"dim {d}" for d in FIT_SCHEMA["dims"] if d not in ds.dims])
 
 _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit record
     "n_replicates": ("replicates per depth", "1"),

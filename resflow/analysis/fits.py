@@ -42,6 +42,7 @@ import xarray as xr
 from .._validate import check_int, check_real
 from ..errors import ConfigError
 from ..loglog import slopes
+from ..records import SERIES_DIMS, checked_run, is_kl
 from .extrapolation import asymptotic_interval, geometric_ratio
 from .intervals import BOOTSTRAP_SAMPLES, CONFIDENCE, exponent_interval
 from .law_fit import NO_LAW, finite_teacher_factor, law_for_target
@@ -49,7 +50,7 @@ from .regimes import classify
 from .verdict import DRIFT_TOLERANCE, GAIN_TOLERANCE, convergence_verdict
 
 __all__ = ["FitSettings", "SeriesFit", "fit_exponent", "fit_offset", "fit_dataset", "exponent_over_training",
-           "series_dims", "fit_series"]
+           "fit_series"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,11 +131,6 @@ class SeriesFit:
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in out.items()}
 
 
-def series_dims(ds: xr.Dataset) -> list[str]:
-    """Dimensions that label one loss-vs-depth series (all but depth, replicate, length and the inner ones)."""
-    return [d for d in ("target", "scheme", "student_groups", "temperature") if d in ds.dims]
-
-
 def fit_exponent(depths, losses) -> float:
     """:math:`\\alpha` = minus the least-squares slope of log loss on log depth."""
     return slopes(depths, losses)
@@ -176,17 +172,6 @@ def _nan_fit(label: dict, loss: str, depths: list[int], n: int, law: str, teache
         n_replicates=n, exponent=nan, ci_low=nan, ci_high=nan, ci_method="none", boot_low=nan, boot_high=nan,
         law=law, teacher_depth=teacher_depth, law_exponent=nan, law_ci_low=nan, law_ci_high=nan,
         offset_exponent=None, offset_floor=None, lengths=lengths, converged=False, verdict=verdict, regime=regime)
-
-
-def _require_toy_run(ds: xr.Dataset) -> None:
-    """A clear error for a Dataset that is not a toy run of this resflow (a foreign or damaged record)."""
-    from ..store import schema_problems
-
-    missing = schema_problems(ds, "toy-run")
-    if missing:
-        record = ds.attrs.get("store_record", "the dataset")
-        raise ConfigError(f"{record} is not a toy run this resflow can fit: it lacks {', '.join(missing)}. Fit the "
-                          "records `resflow run` writes (schema: docs/design/store.md).")
 
 
 def _geometric(lengths) -> bool:
@@ -251,16 +236,18 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
 def fit_dataset(ds: xr.Dataset, settings: FitSettings | None = None) -> list[SeriesFit]:
     """Fit every series of a ``toy-run`` Dataset (see the module docstring)."""
     settings = settings or FitSettings()
-    _require_toy_run(ds)
+    ds = checked_run(ds)
     loss = ds.attrs.get("loss", "?")
     teacher_depth = _teacher_depth(ds)
-    dims = series_dims(ds)
-    stacked = ds.stack(series=dims) if dims else ds.expand_dims(series=[0])
+    dims = list(SERIES_DIMS)
+    stacked = ds.stack(series=dims)
     lengths = tuple(sorted(float(v) for v in ds["length"].values))
     fits = []
     for i in range(stacked.sizes["series"]):
         one = stacked.isel(series=i)
         label = {d: one[d].item() for d in dims}
+        if not is_kl(ds):
+            del label["temperature"]  # NaN: an MSE run
         target, scheme = str(label.get("target", "")), str(label.get("scheme", "euler"))
         law = law_for_target(target, teacher_depth) or NO_LAW
         depths = [int(d) for d in one["depth"].values]

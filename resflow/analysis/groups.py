@@ -18,6 +18,7 @@ import xarray as xr
 from .._validate import check_int
 from ..errors import ConfigError
 from ..noise import group_of
+from ..records import is_kl, upgrade_run
 from .intervals import exponent_interval
 
 __all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_structure", "exponent_difference"]
@@ -25,17 +26,14 @@ __all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_stru
 
 def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
     """The students of one structure of a ``toy-run`` Dataset (``student_groups`` = ``groups``; 0: plain), the
-    dim dropped; a run without group-structured students is returned as it is (all its students are plain).
-    For analyses defined for one structure (the roughness law, the temperature figure, the compositional
-    report)."""
-    if "student_groups" not in ds.dims:
-        if groups != 0:
-            raise ConfigError(f"the run has plain students only; it has no students of {groups} weight groups.")
-        return ds
+    dim dropped (and, for an MSE run, its unused ``temperature``).  For analyses defined for one structure
+    (the roughness law, the temperature figure, the compositional report)."""
+    ds = upgrade_run(ds)
     have = [int(g) for g in ds["student_groups"].values]
     if groups not in have:
         raise ConfigError(f"the run has no students of student_groups={groups}; it has {have}.")
-    return ds.sel(student_groups=groups)
+    one = ds.sel(student_groups=groups)
+    return one if is_kl(one) else one.isel(temperature=0)  # an MSE run: the unused temperature dim dropped too
 
 
 def boundary_pairs(depth: int, groups: int) -> np.ndarray:
@@ -93,9 +91,11 @@ def exponent_difference(ds, target: str, groups: int, depths=None):
     the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one replicate, a
     bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The value is the
     exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α."""
-    if "temperature" in ds.dims:
+    ds = upgrade_run(ds)
+    if ds.sizes["temperature"] != 1:
         raise ConfigError("exponent_difference compares one series per structure: select a temperature first, "
-                          "ds.sel(temperature=T).")
+                          "ds.sel(temperature=[T]).")
+    ds = ds.isel(temperature=0)
     if ds.sizes.get("scheme", 1) != 1:
         raise ConfigError("exponent_difference compares one series per structure: select a scheme first, "
                           "ds.sel(scheme='euler').")

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._atomic import atomic_write
 from ..loglog import power_law, power_law_fit
+from ..records import checked_run
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -119,7 +120,7 @@ def _series_label(fit) -> str:
 
 def full_length(ds: xr.Dataset) -> xr.Dataset:
     """The students trained for the whole run (``length`` = its largest value)."""
-    return ds.sel(length=ds["length"].max()) if "length" in ds.dims else ds
+    return ds.sel(length=ds["length"].max())
 
 
 def _fit_label(fit) -> str:
@@ -140,18 +141,15 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     palette = colors("tab10", len(fits))
     for k, fit in enumerate(fits):
         color = palette[k]
-        sel = {"target": fit.target, "scheme": fit.scheme}
-        if "student_groups" in ds.dims:
-            sel["student_groups"] = fit.student_groups
-        if fit.temperature is not None:
-            sel["temperature"] = fit.temperature
-        final = full_length(ds)["final_loss"].sel(sel)
+        sel = {"target": fit.target, "scheme": fit.scheme, "student_groups": fit.student_groups}
+        one = ds.sel(temperature=fit.temperature) if fit.temperature is not None else ds.isel(temperature=0)
+        final = full_length(one)["final_loss"].sel(sel)
         depth = final["depth"].values
         mean = final.mean("replicate").values
         ax.errorbar(depth, mean, yerr=[mean - final.min("replicate").values, final.max("replicate").values - mean],
                     fmt="o", color=color, ms=4, capsize=2)
-        if "length" in ds.dims and ds.sizes["length"] > 1:  # the previous training length, hollow
-            previous = ds["final_loss"].sel(sel).sel(length=sorted(ds["length"].values)[-2]).mean("replicate").values
+        if ds.sizes["length"] > 1:  # the previous training length, hollow
+            previous = one["final_loss"].sel(sel).sel(length=sorted(ds["length"].values)[-2]).mean("replicate").values
             ax.loglog(depth, previous, "o", mfc="none", color=color, ms=5, lw=0)
         if np.isfinite(fit.exponent):
             ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.converged else "--",
@@ -180,7 +178,7 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
 
 def _structure_note(ds: xr.Dataset) -> str:
     """The panels that show one student structure say which (the first: plain when the run has them)."""
-    if "student_groups" not in ds.dims:
+    if ds["student_groups"].values.tolist() == [0]:
         return ""
     first = int(ds["student_groups"].values[0])
     return " (plain students)" if first == 0 else f" (students of {first} weight groups)"
@@ -191,9 +189,7 @@ def plot_training_curves(ds: xr.Dataset, ax=None):
     if ax is None:
         _, (ax,) = new_figure()
     styles = ["-", "--", ":", "-."]
-    curves = full_length(ds)["test_loss"].mean("replicate")
-    for extra in [d for d in ("scheme", "student_groups", "temperature") if d in curves.dims]:
-        curves = curves.isel({extra: 0})
+    curves = full_length(ds)["test_loss"].mean("replicate").isel(scheme=0, student_groups=0, temperature=0)
     depths = curves["depth"].values
     palette = colors("viridis", len(depths))
     for t, target in enumerate(curves["target"].values):
@@ -210,9 +206,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     """Mean successive-update angle over the middle layers of trained students, against depth."""
     if ax is None:
         _, (ax,) = new_figure()
-    angles = full_length(ds)["update_angle"]
-    for extra in [d for d in ("scheme", "student_groups", "temperature") if d in angles.dims]:
-        angles = angles.isel({extra: 0})
+    angles = full_length(ds)["update_angle"].isel(scheme=0, student_groups=0, temperature=0)
     for target in angles["target"].values:
         values = []
         for depth in angles["depth"].values:
@@ -230,6 +224,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
 
 def plot_experiment(ds: xr.Dataset, fits):
     """The standard three-panel figure of a run."""
+    ds = checked_run(ds)
     fig, axes = new_figure(3, figsize=(16, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])
     plot_training_curves(ds, axes[1])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .fits import fit_dataset, series_dims
+from ..records import SERIES_DIMS, checked_run, is_kl
+from .fits import fit_dataset
 from .tracking import accumulation_exponents
 
 __all__ = ["run_tables"]
@@ -18,13 +19,14 @@ __all__ = ["run_tables"]
 
 def run_tables(ds: xr.Dataset, record: str) -> str:
     """Markdown tables of the toy-run Dataset ``ds`` (the record ``record``; all its replicates)."""
+    ds = checked_run(ds)
     fits = fit_dataset(ds)
     steps = ds["train_steps"].isel(replicate=0)
     steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})  # steps depend on depth, length
     lines = [f"run {record}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
              "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
              "|---|---|" + "---|" * ds.sizes["depth"]]
-    dims = series_dims(ds)
+    dims = list(SERIES_DIMS)
     varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
 
     def name(target, scheme=None, temperature=None, groups=None) -> str:
@@ -63,8 +65,9 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
         lines.append(f"| {series(f)} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
                      f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
                      f"{f.asymptotic_regime} |")
-    if "error_coherence" in ds and "temperature" not in ds.dims:  # tracking: MSE runs
-        full = ds.isel(scheme=0).sel(length=ds["length"].max())
+    plain = ds.isel(scheme=0, temperature=0, student_groups=0).sel(length=ds["length"].max())  # first structure
+    if "error_coherence" in ds and not is_kl(ds):  # tracking: MSE runs
+        full = plain
         lines += ["", "How the errors add along depth (full length, replicate mean; resflow.analysis.tracking): "
                   "coherence C of the layers' output errors (ℓ: coherent, 1: incoherent), linearity (0: the loss is "
                   "the sum of the layers' errors), share ε of the teacher-field Euler student's local error left, "
@@ -93,8 +96,8 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
             e = accumulation_exponents(ds, str(target))
             lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
                                                         ("coherence", "output_error", "implied", "local_share")) + " |")
-    if "path_time" in ds and "temperature" not in ds.dims:
-        full = ds.isel(scheme=0).sel(length=ds["length"].max())
+    if "path_time" in ds and not is_kl(ds):
+        full = plain
         lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
                   "l/ℓ: at the teacher's pace):", "", "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
                   "|---|---|---|---|"]

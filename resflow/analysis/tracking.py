@@ -133,7 +133,7 @@ def accumulation_exponents(ds, target: str, *, confidence: float = 0.95) -> dict
     from ..loglog import slopes
     from .intervals import over_replicates
 
-    one = ds.sel(target=target, length=ds["length"].max()).isel(scheme=0)
+    one = ds.sel(target=target, length=ds["length"].max()).isel(scheme=0, student_groups=0, temperature=0)
     depths = np.asarray(one["depth"].values, float)
     layers = one["layer"].values
 

@@ -33,10 +33,10 @@ def _print_leftovers(report, removable_label: str, *, applied: bool = False) -> 
 @store_app.command()
 def check(store: StorePath) -> None:
     """Load every record; list unreadable records and leftovers of killed writers (changes nothing)."""
-    from resflow.store import Store
+    from resflow.workflows import check_store
 
     with user_errors():
-        report = Store.open(store).check()
+        report = check_store(store)
         console.print(f"{store}: {report.records} records, {report.records - len(report.unreadable)} readable, "
                       f"{len(report.leftovers)} leftovers", highlight=False)
         for record, error in report.unreadable.items():

@@ -20,7 +20,7 @@ module              what it holds
 ``hidden``          hidden-state metrics of the trained students (fixed inputs, a metric function)
 ``continuation``    depth-doubling continuation: a deep student from a trained one of half its depth
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
-``results``         :class:`TrainingResult` and :func:`build_dataset` (the run as a labelled Dataset)
+``results``         :class:`TrainingResult` (a run per student; ``resflow.records`` labels it)
 ``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
 ==================  ========================================================================
 
@@ -45,7 +45,7 @@ from .driver import train
 from .engine import Trainer
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
 from .reference_loop import train_reference
-from .results import TrainingResult, build_dataset
+from .results import TrainingResult
 from .state import TrainState
 from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 
@@ -53,7 +53,7 @@ __all__ = [
     "teacher_built_student",
     "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student", "student_block",
     "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
-    "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "build_dataset", "BenchRow", "run_bench",
+    "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "BenchRow", "run_bench",
     "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
     "shared_schedule", "split_layers", "train_by_doubling",
 ]

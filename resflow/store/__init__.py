@@ -8,22 +8,22 @@ module         what it holds
 ``workdirs``   fresh per-run working directories (checkpoints, figures) that never overwrite
 =============  =============================================================================
 
-Depends on xarray and zarr only (no torch).  Record kinds and their variables:
-``docs/design/store.md``.
+Depends on xarray and zarr only (no torch) and knows no record's variables: what each kind holds, how
+earlier versions are read and how records merge live with their writers (:mod:`resflow.records`,
+``resflow.analysis.fit_records``; ``docs/design/store.md``).
 """
 
 from .store import (
            RECORD_KINDS,
-           RECORD_SCHEMAS,
            STORE_VERSION,
            Leftover,
            RecordInfo,
            Store,
            StoreError,
            StoreReport,
-           schema_problems,
+           Validator,
 )
 from .workdirs import new_run_dir
 
-__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "RECORD_KINDS", "RECORD_SCHEMAS",
-           "STORE_VERSION", "schema_problems", "new_run_dir"]
+__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "RECORD_KINDS",
+           "STORE_VERSION", "Validator", "new_run_dir"]

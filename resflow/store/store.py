@@ -30,6 +30,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -37,21 +38,16 @@ from pathlib import Path
 import xarray as xr
 
 from .._atomic import atomic_write
-from ..errors import ConfigError, IncompatibleOptionsError, ResflowError, UnknownNameError
+from ..errors import ConfigError, ResflowError, UnknownNameError
 
 __all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STORE_VERSION", "RECORD_KINDS",
-           "RECORD_SCHEMAS", "schema_problems"]
+           "Validator"]
 
 STORE_SCHEMA = "resflow-store"
 STORE_VERSION = 1
 MARKER = "resflow-store.json"
 RECORD_KINDS = ("toy-run", "fit", "theory", "llm-data", "llm-fit", "probe", "bench")
-# What a record of a kind must hold to be read by resflow (the full schemas: docs/design/store.md).
-RECORD_SCHEMAS = {
-    "toy-run": {"variables": ("final_loss_batch", "failed", "test_loss"),
-                "dims": ("depth", "replicate", "length", "eval_batch")},
-    "fit": {"variables": ("exponent", "ci_low", "ci_high", "converged"), "dims": ("series",)},
-}
+Validator = Callable[[xr.Dataset], list[str]]  # a record -> what it lacks to be read as its kind
 TMP_PREFIX = ".tmp-"
 STALE_AFTER_S = 24 * 3600.0  # a leftover of a writer on another host is removed only when this old
 
@@ -199,29 +195,6 @@ class Store:
                 return info
         raise StoreError(f"no record {record_id!r} in {self.path}; `Store.records()` lists them.")
 
-    def merge(self, records: list[str | RecordInfo]) -> xr.Dataset:
-        """Merge records of the same experiment (e.g. different seeds or targets of one sweep)."""
-        datasets = [self.load(r) for r in records]
-        if not datasets:
-            raise ConfigError("nothing to merge: pass at least one record.")
-        experiments = {d.attrs.get("experiment") for d in datasets}
-        losses = {d.attrs.get("loss") for d in datasets}
-        if len(experiments) != 1 or len(losses) != 1:
-            raise IncompatibleOptionsError(
-                "only records of one experiment and loss can be merged; got experiments "
-                f"{sorted(map(str, experiments))} and losses {sorted(map(str, losses))}."
-            )
-        grouped = [d for d in datasets if "student_groups" in d.dims]
-        if grouped:  # a run of plain students only leaves the dim out: its students have 0 weight groups
-            order = list(max((v.dims for v in grouped[0].data_vars.values()), key=len))
-            order += [dim for dim in grouped[0].dims if dim not in order]
-            datasets = [d if "student_groups" in d.dims else
-                        d.expand_dims(student_groups=[0]).transpose(*order, missing_dims="ignore") for d in datasets]
-        _refuse_overlaps(datasets, [d.attrs.get("store_record", "?") for d in datasets])
-        merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer")
-        merged.attrs["merged_records"] = json.dumps([d.attrs.get("store_record") for d in datasets])
-        return merged
-
     def export_netcdf(self, record: str | RecordInfo, path: str | Path) -> Path:
         """Write a record as a netCDF file (scipy engine, netCDF3)."""
         ds = self.load(record)
@@ -254,13 +227,17 @@ class Store:
             found.append(Leftover(path, what, writer, alive, age, removable))
         return found
 
-    def check(self) -> StoreReport:
-        """Load every finished record, check it against its kind's schema, list the leftovers; changes nothing."""
+    def check(self, validators: Mapping[str, Validator] | None = None) -> StoreReport:
+        """Load every finished record, list the leftovers; changes nothing.  ``validators`` maps a record kind
+        to a function that lists what a record of that kind lacks (the writers of the kinds define them, e.g.
+        :func:`resflow.records.run_problems`; ``resflow store check`` passes every kind's)."""
+        validators = validators or {}
         report = StoreReport(leftovers=self.leftovers())
         for info in self.records():
             report.records += 1
             try:
-                problems = schema_problems(self.load(info), info.kind)
+                ds = self.load(info)
+                problems = validators[info.kind](ds) if info.kind in validators else []
             except StoreError as exc:
                 report.unreadable[info.id] = str(exc)
                 continue
@@ -290,30 +267,6 @@ class Store:
         from .workdirs import new_run_dir
 
         return new_run_dir(self.path / "work", experiment)
-
-
-def _refuse_overlaps(datasets: list[xr.Dataset], names: list[str]) -> None:
-    """Two records that hold a value for the same cell (every coordinate equal) cannot be merged: one would
-    be dropped silently."""
-    for i in range(len(datasets)):
-        for j in range(i + 1, len(datasets)):
-            a, b = datasets[i], datasets[j]
-            name = "final_loss" if "final_loss" in a and "final_loss" in b else next(
-                (v for v in a.data_vars if v in b.data_vars and a[v].dtype.kind in "fiu"), None)
-            if name is None:
-                continue
-            x, y = xr.align(a[name], b[name], join="inner")
-            if x.size and bool((x.notnull() & y.notnull()).any()):
-                raise IncompatibleOptionsError(
-                    f"records {names[i]} and {names[j]} both hold {name} for the same cells (same target, depth, "
-                    "replicate, ...); merge records of different cells, e.g. a sweep's cells or runs of other seeds.")
-
-
-def schema_problems(ds: xr.Dataset, kind: str) -> list[str]:
-    """The variables and dims a record of ``kind`` lacks (empty when it is readable as that kind)."""
-    schema = RECORD_SCHEMAS.get(kind, {})
-    return ([v for v in schema.get("variables", ()) if v not in ds.data_vars]
-            + [f"dim {d}" for d in schema.get("dims", ()) if d not in ds.dims])
 
 
 def _write_marker(marker: Path) -> None:

@@ -12,6 +12,7 @@ module         function                         command
 ``sweep``      :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
 ``bench``      :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
 ``report``     :func:`report_run`               ``resflow report`` (Markdown tables of a run)
+``stores``     :func:`check_store`              ``resflow store check`` (each kind checked by its writer)
 =============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), analysis
@@ -27,11 +28,12 @@ from .llm import LLMFitResult, fit_llm_table
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run
 from .run import ExperimentResult, find_resumable, run_experiment
+from .stores import check_store
 from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid, run_sweep
 
 __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
-    "BenchResult", "bench_engine", "report_run",
+    "BenchResult", "bench_engine", "report_run", "check_store",
 ]

@@ -54,7 +54,7 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None) ->
     settings = settings or FitSettings()
     out = []
     for info in runs:
-        ds = store.load(info)
+        ds = store.load(info)  # read even when its fits exist: a corrupt record is reported, not hidden
         existing = latest_fit_records(store, settings_json=settings.to_json()).get(info.id)
         experiment = ds.attrs.get("experiment", info.name)
         if existing is not None:
@@ -62,7 +62,7 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None) ->
             out.append(RunFits(run=info.id, experiment=experiment, fit_record=existing, fits=tuple(fits), reused=True))
             continue
         try:
-            fits = fit_dataset(ds, settings)
+            fits = fit_dataset(ds, settings)  # upgrades a record of an earlier version (resflow.records)
         except ConfigError as exc:  # a foreign or damaged record: skip it, name it, go on
             out.append(RunFits(run=info.id, experiment=experiment, fit_record="", fits=(), reused=False,
                                skipped=str(exc)))

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..analysis.report import run_tables
 from ..errors import ConfigError
 from ..experiments import registered
+from ..records import load_run
 from ..store import Store
 
 __all__ = ["report_run"]
@@ -30,7 +31,7 @@ def report_run(store: Path | str, record: str | None = None, *, experiment: str 
         raise ConfigError(f"no {what} in the store {str(store)!r}; `resflow fit {store}` lists each run's record id "
                           "(give one, or --experiment with a run's name).")
     info = runs[-1]
-    ds = opened.load(info)
+    ds = load_run(opened, info)  # a record of an earlier version: upgraded to today's shape
     if replicate is not None:
         have = [int(r) for r in ds["replicate"].values]
         if replicate not in have:

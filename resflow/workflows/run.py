@@ -28,12 +28,12 @@ from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
 from ..provenance import provenance
+from ..records import build_dataset
 from ..sim.block import student_forward, student_layer_steps
 from ..sim.continuation import train_by_doubling
 from ..sim.driver import train
 from ..sim.engine import CHECKPOINT_NAME
 from ..sim.hidden import METRIC_BATCH, METRIC_SEED
-from ..sim.results import build_dataset
 from ..sim.targets import teacher_key
 from ..store import Store
 

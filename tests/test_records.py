@@ -1,0 +1,120 @@
+"""The toy-run record has one shape: every dimension in every record, old records upgraded when read, bit for
+bit the values of before; merging lives with the record (resflow.records)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import resflow
+from resflow.errors import ConfigError, IncompatibleOptionsError
+from resflow.records import DIMS, checked_run, load_run, merge_runs, run_problems, upgrade_run
+from resflow.store import Store
+
+OLD = Path(__file__).parent / "data" / "records-0.3.0"
+TINY = ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=64", "train.batch=16",
+        "width=6", "teacher_depth=8", "vocab=8", "depths=2,4", "replicates=2", "train.device=cpu"]
+RUNS = {  # the fixture's runs (tests/data/records-0.3.0/README.md): experiment -> extra overrides
+    "smooth-vs-rough": [], "group-students": ["student_groups=0,2"], "temperature": ["train.temperatures=0.3,1.0"]}
+ADDED = {"smooth-vs-rough": ("student_groups", "temperature"), "group-students": ("temperature",),
+         "temperature": ("student_groups",)}
+
+
+def old(name):
+    with xr.open_dataset(OLD / f"{name}.nc") as ds:
+        return ds.load()
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """Each fixture run again by this resflow, into one store: experiment -> its toy-run record."""
+    out = tmp_path_factory.mktemp("fresh")
+    records = {}
+    for name, extra in RUNS.items():
+        config = resflow.preset(name, "cpu").with_overrides(TINY + extra)
+        assert json.loads(config.to_json()) == json.loads(old(name).attrs["config"])  # the fixture's run
+        records[name] = resflow.run_experiment(config, out=out).record
+    return Store.open(out), records
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_per_student_variable_has_every_dim_in_order(fresh, name):
+    store, records = fresh
+    ds = store.load(records[name])
+    assert tuple(d for d in ds["final_loss"].dims) == DIMS
+    for var in ds.data_vars.values():
+        assert var.dims[:len(DIMS)] == DIMS, var.name
+    kl = name == "temperature"
+    assert ds["temperature"].values.tolist() == [0.3, 1.0] if kl else np.isnan(ds["temperature"].values).tolist() == [
+        True]
+    assert ds["student_groups"].values.tolist() == ([0, 2] if name == "group-students" else [0])
+    assert upgrade_run(ds) is ds  # a current record needs nothing
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_a_record_of_0_3_reads_as_the_same_values_as_a_fresh_run_of_its_config(fresh, name):
+    """Bit for bit: every variable and coordinate equal, the added dims size 1 (student_groups 0, temperature
+    NaN), in the current order."""
+    store, records = fresh
+    new, before = store.load(records[name]), old(name)
+    assert all(d not in before.dims for d in ADDED[name])
+    up = upgrade_run(before)
+    assert up["final_loss"].dims == DIMS
+    for dim in ADDED[name]:
+        assert up.sizes[dim] == 1
+    assert set(up.data_vars) == set(new.data_vars)
+    for var in new.data_vars:
+        assert up[var].dims == new[var].dims, var
+        a, b = up[var].values, new[var].values
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), var
+    for coord in new.coords:
+        a, b = up[coord].values, new[coord].values
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), coord
+    assert up.attrs == before.attrs  # the provenance of the old run, untouched
+
+
+def test_an_old_record_in_a_store_is_upgraded_when_read_and_merges_with_a_new_one(tmp_path, fresh):
+    store_new, records = fresh
+    store = Store.open(tmp_path / "s", create=True)
+    plain = old("smooth-vs-rough").sel(target=["independent"])
+    for key in [k for k in plain.attrs if k.startswith("store_")]:
+        del plain.attrs[key]
+    a = store.write(plain, kind="toy-run", name="smooth-vs-rough")
+    tied = store_new.load(records["smooth-vs-rough"]).sel(target=["tied"])
+    tied.attrs = {k: v for k, v in tied.attrs.items() if not k.startswith("store_")}
+    b = store.write(tied, kind="toy-run", name="smooth-vs-rough")
+    assert "student_groups" not in store.load(a).dims  # the store returns what was written
+    assert load_run(store, a)["final_loss"].dims == DIMS
+    merged = merge_runs(store, [a, b])
+    assert merged["target"].values.tolist() == ["independent", "tied"]
+    both = store_new.load(records["smooth-vs-rough"])
+    np.testing.assert_array_equal(merged["final_loss_batch"].values, both["final_loss_batch"].values)
+    fits = resflow.analysis.fit_dataset(merged)
+    assert [f.target for f in fits] == ["independent", "tied"] and all(f.temperature is None for f in fits)
+
+
+def test_merging_refuses_other_experiments_and_the_same_cells(fresh, tmp_path):
+    store, records = fresh
+    with pytest.raises(IncompatibleOptionsError, match="one experiment"):
+        merge_runs(store, [records["smooth-vs-rough"], records["group-students"]])
+    with pytest.raises(IncompatibleOptionsError, match="same cells"):
+        merge_runs(store, [records["smooth-vs-rough"], records["smooth-vs-rough"]])
+    with pytest.raises(ConfigError, match="nothing to merge"):
+        merge_runs(store, [])
+
+
+def test_a_dataset_that_is_not_a_toy_run_gets_one_line_naming_what_it_lacks():
+    foreign = xr.Dataset({"x": ("depth", [1.0, 2.0])}, attrs={"store_record": "rec-1"})
+    assert "final_loss_batch" in run_problems(foreign)
+    with pytest.raises(ConfigError, match="rec-1 is not a toy run.*lacks final_loss_batch"):
+        checked_run(foreign)
+
+
+def test_store_check_applies_each_kinds_validator_and_knows_no_variable_itself(tmp_path):
+    store = Store.open(tmp_path / "s", create=True)
+    store.write(xr.Dataset({"x": ("depth", [1.0])}), kind="toy-run", name="broken")
+    assert store.check().ok  # the store alone only loads records
+    report = store.check({"toy-run": run_problems})
+    assert not report.ok and "lacks final_loss_batch" in next(iter(report.unreadable.values()))
