@@ -9,6 +9,7 @@ grouped-accumulation law and the threshold hypothesis (``resflow theory accumula
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from resflow.experiments import Experiment, ExperimentConfig
 from resflow.noise import parse_correlation
@@ -91,32 +92,26 @@ def report(ds, record: str) -> str:
         k = groups_of(target)
         one = full.sel(target=target)
         student = split_update_angles(one["update_angle"].mean("replicate").values, deepest, k)
-        t = teacher_signature(target, width=ds.attrs.get("width"), config=ds.attrs.get("config"))
+        t = teacher_signature(target, json.loads(ds.attrs["config"]))
         lines.append(f"| {target} | {number(student[0])} | {number(student[1])} | "
                      f"{number(float(one['early_stop_fraction'].mean()))} | {number(t['within'], 3)} | "
                      f"{number(t['boundary'])} | {number(t['early_stop'])} |")
     return "\n".join(lines)
 
 
-def teacher_signature(target: str, *, width=None, config=None) -> dict[str, float]:
-    """Mean update angle of ``target``'s teacher between successive layers, within a group and across
-    a group boundary, and its early-stop fraction (the probes' metrics)."""
-    import json
-
+def teacher_signature(target: str, config: dict) -> dict[str, float]:
+    """The group signature of the run's ``target`` teacher (replicate 0) on 1024 Gaussian inputs, as `resflow
+    probe teacher:SPEC` measures it."""
     import torch
 
-    from resflow.analysis.groups import split_update_angles
-    from resflow.analysis.probes import probe_states
-    from resflow.sim.teacher import Teacher
+    from resflow.analysis import states_group_signature
+    from resflow.sim import Teacher
 
-    settings = json.loads(config) if config else {}
-    width, depth = int(settings.get("width", width or 16)), int(settings.get("teacher_depth", 32))
-    teacher = Teacher(target, width=width, depth=depth, seed=settings.get("teacher_seed", 0))
-    with torch.no_grad():  # the probe of `resflow probe teacher:SPEC`, on 1024 Gaussian inputs
+    teacher = Teacher(target, width=int(config["width"]), depth=int(config["teacher_depth"]),
+                      seed=int(config.get("teacher_seed", 0)))
+    with torch.no_grad():
         states = teacher.hidden_states(teacher.sample_inputs(1024, seed=0))
-    probe = probe_states([states], f"teacher:{target}", kind="teacher", seed=0)
-    within, boundary = split_update_angles(probe.mean["update_angle"], depth, groups_of(target))
-    return {"within": within, "boundary": boundary, "early_stop": float(probe.early_stop_fraction)}
+    return states_group_signature(states, groups_of(target))
 
 
 EXPERIMENT = Experiment(

@@ -115,3 +115,21 @@ def test_every_subpackage_is_packaged():
     found = {"resflow." + p.parent.relative_to(root / "resflow").as_posix().replace("/", ".")
              for p in (root / "resflow").rglob("__init__.py") if p.parent != root / "resflow"}
     assert found | {"resflow", "resflow.theory", "resflow.sims"} == declared
+
+
+def test_every_experiment_module_is_an_entry_point_and_nothing_imports_sims_by_a_string():
+    """The registry finds experiments by entry point (pyproject.toml), never by importing the layer above it
+    from a string: each sims/ module that declares EXPERIMENT is declared, under its experiment's name."""
+    import re
+    import tomllib
+
+    from resflow.experiments import registered
+
+    root = Path(__file__).resolve().parents[1]
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["entry-points"]["resflow.experiments"]
+    modules = {p.stem for p in (root / "sims").glob("*.py") if re.search(r"^EXPERIMENT = ", p.read_text(), re.M)}
+    assert {v.split(":")[0].rsplit(".", 1)[1] for v in declared.values()} == modules
+    assert set(registered()) == set(declared)
+    assert all(registered()[name].name == name for name in declared)
+    for path in (root / "resflow").rglob("*.py"):  # no module of the package imports an upper layer by a string
+        assert not re.search(r"import_module\((?!\"resflow\.theory)", path.read_text()) or path.name == "__init__.py", path

@@ -185,5 +185,5 @@ def test_the_compositional_experiment_runs_and_reports_every_k(tmp_path):
 def test_a_grouped_teachers_updates_turn_at_group_boundaries_only():
     from resflow.sims.compositional import teacher_signature
 
-    sig = teacher_signature("grouped:4", width=8)
+    sig = teacher_signature("grouped:4", {"width": 8, "teacher_depth": 32})
     assert sig["within"] < 0.2 and sig["boundary"] > 1.0  # nearly parallel within, nearly orthogonal across

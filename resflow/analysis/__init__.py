@@ -27,7 +27,14 @@ Works on tensors of hidden states and on labelled Datasets; it trains nothing an
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
 from .fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
 from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
-from .groups import boundary_pairs, exponent_difference, group_signature, one_structure, split_update_angles
+from .groups import (
+    boundary_pairs,
+    exponent_difference,
+    group_signature,
+    one_structure,
+    split_update_angles,
+    states_group_signature,
+)
 from .intervals import ExponentInterval, exponent_interval
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
@@ -53,7 +60,8 @@ __all__ = [
     "run_tables",
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
-    "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature", "one_structure",
+    "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature",
+    "states_group_signature", "one_structure",
     "TRACKING_LABELS", "tracking_metrics",
     "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset", "FIT_SCHEMA",
     "fit_problems",

@@ -21,7 +21,8 @@ from ..noise import group_of
 from ..records import is_kl, upgrade_run
 from .intervals import exponent_interval
 
-__all__ = ["boundary_pairs", "split_update_angles", "group_signature", "one_structure", "exponent_difference"]
+__all__ = ["boundary_pairs", "split_update_angles", "group_signature", "states_group_signature", "one_structure",
+           "exponent_difference"]
 
 
 def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
@@ -83,6 +84,18 @@ def group_signature(ds: xr.Dataset, groups: int) -> xr.Dataset:
         "angle_boundary": pairs.isel(part=1).assign_attrs(
             long_name=f"mean update angle across a boundary of {groups} groups", **units),
     }, attrs={"groups": groups, "store_record": ds.attrs.get("store_record", "")})
+
+
+def states_group_signature(states, groups: int, *, seed: int = 0) -> dict[str, float]:
+    """Mean update angle between successive layers of a stack's hidden ``states`` ``(depth + 1, n, d)`` (e.g.
+    a teacher's, :meth:`resflow.sim.Teacher.hidden_states`), within each of ``groups`` contiguous groups and
+    across their boundaries, and its early-stop fraction: the probes' metrics (``resflow probe``)."""
+    from .probes import probe_states
+
+    depth = int(states.shape[0]) - 1
+    probe = probe_states([states], "states", kind="teacher", seed=seed)
+    within, boundary = split_update_angles(probe.mean["update_angle"], depth, groups)
+    return {"within": within, "boundary": boundary, "early_stop": float(probe.early_stop_fraction)}
 
 
 def exponent_difference(ds, target: str, groups: int, depths=None):

@@ -26,6 +26,7 @@ import xarray as xr
 
 from .. import laws
 from ..loglog import power_law_fit
+from ..noise import Equicorrelated, Fractional, parse_correlation
 from .groups import one_structure
 from .law_fit import finite_teacher_factor
 from .plots import full_length
@@ -75,12 +76,17 @@ def roughness_predictions(ds: xr.Dataset, *, version: str = "") -> dict[str, np.
     kw = dict(ell=depth, L_T=amps.teacher_depth, A_r=amps.A_r, A_s=amps.A_s, alpha_s=amps.alpha_s)
     out = {}
     for target in (str(t) for t in ds["target"].values):
-        family, _, value = target.partition(":")
-        if family == "correlated":
-            out[target] = np.asarray(laws.evaluate(f"roughness-correlated{version}", rho=float(value), **kw))
-        elif family == "fractional":
-            out[target] = np.asarray(laws.evaluate(f"roughness-fractional{version}", H=float(value), **kw))
+        correlation = _correlation(target)
+        if isinstance(correlation, Equicorrelated):
+            out[target] = np.asarray(laws.evaluate(f"roughness-correlated{version}", rho=correlation.rho, **kw))
+        elif isinstance(correlation, Fractional):
+            out[target] = np.asarray(laws.evaluate(f"roughness-fractional{version}", H=correlation.hurst, **kw))
     return out
+
+
+def _correlation(target: str):
+    """The correlation of a ``correlated:RHO`` or ``fractional:H`` teacher (the one spec parser), else None."""
+    return parse_correlation(target) if target.startswith(("correlated:", "fractional:")) else None
 
 
 def _crossing(depth: np.ndarray, rough: np.ndarray, smooth: np.ndarray) -> float:
@@ -108,10 +114,10 @@ def crossover_depths(ds: xr.Dataset) -> dict[str, tuple[float, float]]:
     basis = np.stack([1 / d - 1 / amps.teacher_depth, d ** (-amps.alpha_s) * (1 - d / amps.teacher_depth) ** 2], 1)
     out = {}
     for target in (str(t) for t in ds["target"].values):
-        family, _, value = target.partition(":")
-        if family != "correlated" or float(value) in (0.0, 1.0):
+        correlation = _correlation(target)
+        if not isinstance(correlation, Equicorrelated) or correlation.rho in (0.0, 1.0):
             continue
-        rho = float(value)
+        rho = correlation.rho
         predicted = _crossing(depth, amps.A_r * (1 - rho) * fine_rough, amps.A_s * rho**2 * fine_smooth)
         from scipy.optimize import nnls
 

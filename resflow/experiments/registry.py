@@ -1,17 +1,18 @@
 """The registry of experiments: each declared once, by an :class:`Experiment` in a module of ``sims/``.
 
-A module of :mod:`resflow.sims` (the repository's ``sims/``) that defines ``EXPERIMENT`` is an
-experiment; nothing else lists them.  The command line's choices, ``--set`` validation and the
+Experiments are entry points of the group ``resflow.experiments`` (``pyproject.toml``: ``NAME =
+"resflow.sims.MODULE:EXPERIMENT"``), so this layer never imports the layer above it by a name in its
+code, and another installed package can add experiments the same way.  A test checks that every
+module of ``sims/`` that defines ``EXPERIMENT`` is declared.  The command line's choices, ``--set`` validation and the
 generated preset tables in ``docs/experiments.md`` all come from here.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
 
@@ -20,7 +21,7 @@ from .config import ExperimentConfig
 
 __all__ = ["Experiment", "registered", "get_experiment", "preset"]
 
-SIMS_PACKAGE = "resflow.sims"
+ENTRY_POINT_GROUP = "resflow.experiments"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,20 +77,24 @@ class Experiment:
 
 @cache
 def _discover() -> Mapping[str, Experiment]:
-    package = importlib.import_module(SIMS_PACKAGE)
     found: dict[str, Experiment] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{SIMS_PACKAGE}.{info.name}")
-        experiment = getattr(module, "EXPERIMENT", None)
-        if isinstance(experiment, Experiment):
-            if experiment.name in found:  # pragma: no cover - a programming error in sims/
-                raise ConfigError(f"two sims modules declare the experiment {experiment.name!r}.")
-            found[experiment.name] = experiment
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.value):
+        try:
+            experiment = point.load()
+        except Exception as exc:  # a broken plug-in: name it, and how to find it
+            raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} does not load "
+                              f"({type(exc).__name__}: {exc}); fix or uninstall the package declaring it.") from None
+        if not isinstance(experiment, Experiment) or experiment.name != point.name:
+            raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} must be an Experiment "
+                              f"named {point.name!r}; got {experiment!r:.80}.")
+        if experiment.name in found:
+            raise ConfigError(f"two entry points declare the experiment {experiment.name!r}.")
+        found[experiment.name] = experiment
     return MappingProxyType(found)
 
 
 def registered() -> Mapping[str, Experiment]:
-    """Every registered experiment, name -> :class:`Experiment` (sorted by module name)."""
+    """Every registered experiment, name -> :class:`Experiment` (sorted by module path)."""
     return _discover()
 
 

@@ -7,7 +7,7 @@ per-layer views of any buffer with that layout (parameters, gradients, Adam mome
 rates).  Initial values come from :func:`resflow.sim.block.init_student`, one student at a time.
 
 A bank of group-structured students (:attr:`~resflow.sim.block.StudentSpec.groups`) keeps a copy of
-a shared weight in every layer of its group; :meth:`StudentBank.tie` replaces each copy's gradient
+a shared weight in every layer of its group; :meth:`StudentBank.sum_shared_gradients` replaces each copy's gradient
 by the sum over the group's copies -- the gradient of the shared weight -- so copies that start
 equal stay equal under Adam (elementwise).
 """
@@ -46,8 +46,8 @@ class StudentBank:
         self._layer_sizes = [(c * s * h * d, c * s * h, c * s * d * h) for c in self.counts]
         self.head_size = len(self.specs) * vocab * width
         self.size = sum(map(sum, self._layer_sizes)) + self.head_size
-        self.tied = self.specs[0].groups > 0
-        if self.tied:  # the slots (layer l, student i), layer by layer, and the shared weight each is a copy of
+        self.shares_weights = self.specs[0].groups > 0
+        if self.shares_weights:  # the slots (layer l, student i), layer by layer, and the shared weight each copies
             names: dict[tuple[int, int], int] = {}
             groups = [layer_groups(s) for s in self.specs]
             owners = [torch.tensor([names.setdefault((i, int(groups[i][layer])), len(names)) for i in range(count)])
@@ -97,10 +97,10 @@ class StudentBank:
         out["head"] = self.head(flat)[index].clone()
         return out
 
-    def tie(self, grads: torch.Tensor) -> None:
+    def sum_shared_gradients(self, grads: torch.Tensor) -> None:
         """In place, on a flat gradient buffer of a group-structured bank: every copy of a shared weight
         gets the sum of the gradients of all its copies (a no-op for plain students)."""
-        if not self.tied:
+        if not self.shares_weights:
             return
         if grads.device not in self._slot_owner:  # copied once per device (never inside a CUDA-graph capture)
             cpu = self._slot_owner[torch.device("cpu")]

@@ -13,8 +13,8 @@ teachers, per-element learning rates, scratch buffers).  Everything that changes
 * ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
 
 Students are grouped in banks by scheme, structure (plain, or weights shared within groups of
-layers: :meth:`~resflow.sim.bank.StudentBank.tie`), budget and training length; every student trains
-for its own number of steps (:meth:`~resflow.sim.block.StudentSpec.steps`) with the schedule
+layers: :meth:`~resflow.sim.bank.StudentBank.sum_shared_gradients`), budget and training length; every
+student trains for its own number of steps (:meth:`~resflow.sim.block.StudentSpec.steps`) with the schedule
 compressed to it, then stays frozen and is evaluated with the others at the end.  A bank of shorter
 copies (the lengths 1/4, 1/2 of the convergence verdict) is **forked** from the bank of the same
 students at full length: its schedule coincides with theirs for its first steps
@@ -245,7 +245,7 @@ class Trainer:
             final, saved = bank_forward(h0[self.replicate_index[k]], layers, bank.a, bank.b, save=True)
             loss, g_final = self._bank_loss(k, final, targets, params[k], with_grad=True)
             bank_backward(g_final, layers, self._layers(k, self.grads[k])[0], bank.a, bank.b, saved)
-            bank.tie(self.grads[k])  # group-structured students: each shared weight's gradient, on all its copies
+            bank.sum_shared_gradients(self.grads[k])  # shared weights: the summed gradient on all their copies
             losses.append(loss)
         return losses
 

@@ -149,24 +149,23 @@ class TeacherConfig:
 
     @property
     def correlation(self) -> DepthCorrelation:
-        """How each weight entry is correlated across layers."""
+        """How each weight entry is correlated across layers (the object the spec string parses to)."""
         if self.family == "fractional":
             return Fractional(self.hurst)
         if self.family == "grouped":
             return Grouped(self.groups, self.rho)
-        rho = {"independent": 0.0, "tied": 1.0}.get(self.family, self.rho)
-        return Equicorrelated(rho)
+        return Equicorrelated({"independent": 0.0, "tied": 1.0}.get(self.family, self.rho))
 
     @property
     def label(self) -> str:
-        """Short spec: ``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``, ``grouped:4``."""
-        if self.family == "grouped":
-            return self.correlation.label
-        if self.family == "correlated":
-            return f"correlated:{self.rho:g}"
-        if self.family == "fractional":
-            return f"fractional:{self.hurst:g}"
-        return self.family
+        """Short spec: ``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``, ``grouped:4``: the
+        family's own name, or the label of its correlation (what :meth:`from_spec` parses back)."""
+        return self.family if self.family in ("independent", "tied") else self.correlation.label
+
+    @property
+    def n_groups(self) -> int:
+        """The teacher's number of functional groups K (1 unless ``grouped``)."""
+        return getattr(self.correlation, "groups", 1)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -192,24 +191,22 @@ class TeacherConfig:
         """
         if not isinstance(spec, str):
             raise ConfigError(f"teacher spec must be a string such as 'correlated:0.9'; got {spec!r}.")
-        family, _, arg = spec.partition(":")
-        if family == "grouped" and arg:
-            grouped = parse_correlation(spec)  # the one parser of "grouped:K[:RHO]"
-            return cls.from_dict({"family": "grouped", "groups": grouped.groups, "rho": grouped.rho, **overrides})
-        if family not in TEACHER_FAMILIES or (family in ("correlated", "fractional", "grouped")) != bool(arg):
-            raise UnknownNameError(
-                f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO', 'fractional:H' or "
-                "'grouped:K[:RHO]'."
-            )
+        family = spec.partition(":")[0]
+        unknown = UnknownNameError(f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO', "
+                                   "'fractional:H' or 'grouped:K[:RHO]'.")
+        if family not in TEACHER_FAMILIES:
+            raise unknown
+        try:
+            correlation = parse_correlation(spec)  # the one parser of spec strings (names a bad number)
+        except UnknownNameError:
+            raise unknown from None
         values: dict[str, Any] = {"family": family}
-        if arg:
-            try:
-                number = float(arg)
-            except ValueError as exc:
-                raise ConfigError(f"teacher spec {spec!r}: {arg!r} is not a number.") from exc
-            values["rho" if family == "correlated" else "hurst"] = number
-            if family == "fractional":
-                values["init"] = "gaussian"
+        if isinstance(correlation, Grouped):
+            values |= {"groups": correlation.groups, "rho": correlation.rho}
+        elif isinstance(correlation, Fractional):
+            values |= {"hurst": correlation.hurst, "init": "gaussian"}
+        elif family == "correlated":
+            values["rho"] = correlation.rho
         values.update(overrides)
         return cls.from_dict(values)
 
