@@ -8,7 +8,7 @@ in interleaved rounds and each round's times are divided by the fused kernels' t
 round (the median of those ratios is printed), so machine drift cancels.
 
   autograd          the block's definition batched over students, gradients by autograd (engine v1's way)
-  fused             resflow.sim.kernels: hand-derived gradients, no autograd graph (engine v2)
+  fused             resflow.training.kernels: hand-derived gradients, no autograd graph (engine v2)
   fused+bias-in-mm  the bias as an extra input column, so the first matmul adds it (no broadcast copy)
   fused+recompute   activations recomputed in the backward pass instead of stored (less memory traffic)
   fused, 1 thread   torch.set_num_threads(1)
@@ -29,8 +29,8 @@ import time
 import torch
 
 from resflow.dynamics.fields import rmsnorm
-from resflow.sim import StudentSpec, Teacher, TrainConfig, Trainer, mse_loss, student_block
-from resflow.sim.kernels import bank_backward, bank_forward, mse_head, rms_backward, rms_forward
+from resflow.training import StudentSpec, Teacher, TrainConfig, Trainer, mse_loss, student_block
+from resflow.training.kernels import bank_backward, bank_forward, mse_head, rms_backward, rms_forward
 
 
 def setup():
@@ -54,7 +54,7 @@ def fused(bank, flat, grads, x, target):
 
 
 def autograd(bank, leaves, x, target):
-    """The block of resflow.sim.block batched over students (stacked per layer), autograd backward."""
+    """The block of resflow.training.block batched over students (stacked per layer), autograd backward."""
     h = rmsnorm(x).expand(len(bank), *x.shape)
     finished = []
     for (W1, b1, W2), count in zip(leaves, bank.counts, strict=True):

@@ -7,7 +7,7 @@ forked from the full one), so each route gives its final loss at four budgets; t
 ``--target`` are read off by log-log interpolation between them, and the seconds are those steps times the
 route's time per step, timed in this process (one route after the other; quote the ratios).
 
-Routes: Adam as in the study (betas 0.9, 0.999); Adam with betas 0.95, 0.95; SOAP (``resflow.sim.soap``) with
+Routes: Adam as in the study (betas 0.9, 0.999); Adam with betas 0.95, 0.95; SOAP (``resflow.training.soap``) with
 betas 0.95, 0.95; SOAP with its learning rate doubled; Adam whose batch is 4x larger in the second half of
 training (the per-student loop: the engine has one batch size); and depth-doubling continuation (the depth-8
 student trained by the same route, split into 16 half steps, then trained; its seconds include the depth-8
@@ -32,11 +32,11 @@ import torch
 
 from resflow import get_tableau
 from resflow.experiments import preset
-from resflow.sim import StudentSpec, Trainer, lr_multiplier, split_layers, train
-from resflow.sim.block import init_student, mse_loss, student_forward
-from resflow.sim.config import student_lr
-from resflow.sim.data import ReplicateStreams
-from resflow.sim.targets import Targets
+from resflow.training import StudentSpec, Trainer, lr_multiplier, split_layers, train
+from resflow.training.block import init_student, mse_loss, student_forward
+from resflow.training.config import student_lr
+from resflow.training.data import ReplicateStreams
+from resflow.training.targets import Targets
 
 LENGTHS = (0.125, 0.25, 0.5, 1.0)
 

@@ -13,9 +13,10 @@ subpackage          what it holds
 ==================  =======================================================================
 ``dynamics``        tableaux, the RK stepper, residual stacks, vector fields, ODE references
 ``noise``           fractional Gaussian noise, correlation along depth, noisy ensembles
-``sim``             teachers, students, the training engine
+``training``        teachers, students, the training engine
 ``analysis``        hidden-state metrics, probes, exponent fits, regimes, comparisons, figures
 ``llm``             scaling-law fits on trained-LLM tables, probes of transformer models
+``records``         what each store record holds: the toy-run record (dims, upgrade, merge)
 ``store``           the result store (atomic zarr records)
 ``experiments``     typed experiment configurations and the registry (presets live in ``sims/``)
 ``workflows``       one function under every command: run, fit, llm-fit, probe, compare, demo
@@ -62,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(
         ("TEACHER_FAMILIES", "TeacherConfig", "Teacher", "StudentSpec", "TrainConfig", "train", "train_reference",
          "HierarchyConfig", "RandomHierarchyModel"),
-        "resflow.sim"),
+        "resflow.training"),
     # analysis
     **dict.fromkeys(("SeriesFit", "FitSettings", "fit_dataset", "ProbeResult", "token_metrics"), "resflow.analysis"),
     # experiments and workflows (one function under every command)
@@ -75,8 +76,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Store", "StoreError"), "resflow.store"),
     "provenance": "resflow.provenance",
 }
-_SUBMODULES = ("laws", "loglog", "dynamics", "noise", "sim", "analysis", "llm", "store", "experiments", "workflows",
-               "demos", "theory", "sims")
+_SUBMODULES = ("laws", "loglog", "dynamics", "noise", "training", "records", "analysis", "llm", "store", "experiments",
+               "workflows", "demos", "theory", "sims")
 
 __all__ = [
     "__version__",

@@ -105,7 +105,7 @@ def teacher_signature(target: str, config: dict) -> dict[str, float]:
     import torch
 
     from resflow.analysis import states_group_signature
-    from resflow.sim import Teacher
+    from resflow.training import Teacher
 
     teacher = Teacher(target, width=int(config["width"]), depth=int(config["teacher_depth"]),
                       seed=int(config.get("teacher_seed", 0)))

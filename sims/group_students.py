@@ -39,8 +39,8 @@ def teacher_built_losses(target: str, depths, *, width: int = 16, teacher_depth:
     import torch
 
     from resflow.dynamics.tableau import get_tableau
-    from resflow.sim import Teacher, mse_loss, student_forward, teacher_built_student
     from resflow.sims.compositional import groups_of
+    from resflow.training import Teacher, mse_loss, student_forward, teacher_built_student
 
     out = {}
     for depth in depths:

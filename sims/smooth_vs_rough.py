@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 
 from resflow.experiments import Experiment, ExperimentConfig
-from resflow.sim.config import TrainConfig
+from resflow.training.config import TrainConfig
 
-# The cpu recipe (docs/cpu-preset.md): SOAP (Adam in Shampoo's eigenbasis, resflow.sim.soap) with betas 0.95, 0.95
+# The cpu recipe (docs/cpu-preset.md): SOAP (Adam in Shampoo's eigenbasis, resflow.training.soap) with betas 0.95, 0.95
 # at the learning rate 8 * 6e-4 / sqrt(depth), half the run at that rate, then a geometric decay to 1%; batch 512.
 CPU_TRAIN = TrainConfig(
     steps=12_000, batch=512, loss="mse", optimizer="soap", adam_beta1=0.95, adam_beta2=0.95, lr_scale=8.0,

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from resflow.cli import app
-from resflow.sim import bench
+from resflow.training import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {"case", "engine", "ms_per_step", "gflops", "fraction_of_sgemm", "speedup_vs_loop", "peak_mem_mb"}

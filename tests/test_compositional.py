@@ -12,7 +12,7 @@ import torch
 import resflow
 from resflow import ConfigError, laws
 from resflow.noise import Equicorrelated, Grouped, group_of, parse_correlation
-from resflow.sim import HierarchyConfig, RandomHierarchyModel
+from resflow.training import HierarchyConfig, RandomHierarchyModel
 
 
 # ---------------------------------------------------------------- grouped correlation and teachers

@@ -13,11 +13,11 @@ import torch
 
 from resflow import ConfigError, Teacher
 from resflow.analysis import token_metrics
-from resflow.sim import engine as engine_module
-from resflow.sim import train, train_reference
-from resflow.sim.block import StudentSpec
-from resflow.sim.config import TrainConfig, lr_multiplier
-from resflow.sim.engine import CHECKPOINT_NAME
+from resflow.training import engine as engine_module
+from resflow.training import train, train_reference
+from resflow.training.block import StudentSpec
+from resflow.training.config import TrainConfig, lr_multiplier
+from resflow.training.engine import CHECKPOINT_NAME
 
 # Same arithmetic in float64, batched (bmm) vs per-student (matmul): agreement to ~1e-12 over a few
 # hundred Adam steps (measured 4e-16); 1e-9 leaves room for BLAS differences between machines.

@@ -12,8 +12,8 @@ from resflow.analysis.intervals import exponent_interval
 from resflow.analysis.law_fit import finite_teacher_factor, law_for_target
 from resflow.analysis.regimes import regime_predictions
 from resflow.records import build_dataset
-from resflow.sim import TrainingResult
-from resflow.sim.block import StudentSpec
+from resflow.training import TrainingResult
+from resflow.training.block import StudentSpec
 
 DEPTHS = (2, 4, 8, 16)
 

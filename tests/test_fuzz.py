@@ -34,7 +34,7 @@ from resflow.cli import app
 from resflow.errors import ResflowError
 from resflow.experiments import ExperimentConfig, config_keys
 from resflow.llm import ScalingFitSettings
-from resflow.sim import TrainConfig
+from resflow.training import TrainConfig
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "fuzz-corpus.json").read_text())
 runner = CliRunner()

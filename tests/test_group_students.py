@@ -8,10 +8,10 @@ import torch
 
 from resflow import ConfigError, Teacher
 from resflow.records import merge_runs
-from resflow.sim import train, train_reference
-from resflow.sim.block import StudentSpec, init_student, layer_groups
-from resflow.sim.config import TrainConfig
-from resflow.sim.engine import Trainer
+from resflow.training import train, train_reference
+from resflow.training.block import StudentSpec, init_student, layer_groups
+from resflow.training.config import TrainConfig
+from resflow.training.engine import Trainer
 
 EQUIVALENCE_RTOL = 1e-9  # as tests/test_engine.py: float64, batched vs per-student arithmetic
 

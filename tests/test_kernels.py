@@ -1,6 +1,6 @@
-"""The fused kernels against the definitions of resflow.sim.block: same losses, same gradients.
+"""The fused kernels against the definitions of resflow.training.block: same losses, same gradients.
 
-The engine never builds an autograd graph: its gradients are derived by hand (resflow.sim.kernels).
+The engine never builds an autograd graph: its gradients are derived by hand (resflow.training.kernels).
 Here they are checked against autograd through the block's own definition (student_forward,
 mse_loss, kl_loss) for several RK schemes and every loss, and against finite differences with
 torch.autograd.gradcheck.  Also: batched teacher targets equal Teacher(x); checkpoints are safe.
@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from resflow import ConfigError, Teacher, get_tableau
-from resflow.sim import StudentSpec, kl_loss, mse_loss, student_forward, student_logits
-from resflow.sim.bank import StudentBank
-from resflow.sim.kernels import bank_backward, bank_forward, kl_head, mse_head, rms_forward
-from resflow.sim.state import CHECKPOINT_FORMAT
-from resflow.sim.targets import Targets
+from resflow.training import StudentSpec, kl_loss, mse_loss, student_forward, student_logits
+from resflow.training.bank import StudentBank
+from resflow.training.kernels import bank_backward, bank_forward, kl_head, mse_head, rms_forward
+from resflow.training.state import CHECKPOINT_FORMAT
+from resflow.training.targets import Targets
 
 WIDTH, HIDDEN, VOCAB, BATCH = 5, 7, 6, 9
 GRAD_RTOL = 1e-9  # float64, the same arithmetic in another order: agreement ~1e-13 expected
@@ -45,7 +45,7 @@ def fused(bank, flat, x, loss, target, temps=None, shared_head=None):
 
 
 def by_autograd(bank, flat, x, loss, target, temps=None, shared_head=None):
-    """Loss and gradient of each student alone, by autograd through resflow.sim.block."""
+    """Loss and gradient of each student alone, by autograd through resflow.training.block."""
     tableau = get_tableau(bank.specs[0].scheme)
     grads = torch.zeros_like(flat)
     values = []
@@ -140,8 +140,8 @@ def test_batched_teacher_targets_equal_each_teacher_on_its_replicates_batch():
 
 
 def test_checkpoints_are_loaded_safely_and_checked(tmp_path):
-    from resflow.sim import TrainConfig, train
-    from resflow.sim.state import CHECKPOINT_NAME
+    from resflow.training import TrainConfig, train
+    from resflow.training.state import CHECKPOINT_NAME
 
     teachers = {"tied": Teacher("tied", width=4, depth=4, seed=0)}
     specs = [StudentSpec("tied", "euler", d, 0) for d in (1, 2)]

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from resflow import ConfigError, Teacher, get_tableau
-from resflow.sim import StudentSpec, TrainConfig, Trainer, init_student, student_forward, train
-from resflow.sim.engine import PREFETCH
+from resflow.training import StudentSpec, TrainConfig, Trainer, init_student, student_forward, train
+from resflow.training.engine import PREFETCH
 
 DEPTHS = (1, 2, 4, 16)
 
@@ -146,7 +146,7 @@ def test_a_failed_student_is_frozen():
 def test_a_half_length_student_runs_the_whole_schedule_compressed():
     """The half-length students' schedule is the full one at half speed: constant for the same
     fraction of *their* steps, ending at the same final fraction at their own last step."""
-    from resflow.sim import lr_multiplier
+    from resflow.training import lr_multiplier
 
     config = TrainConfig(steps=1000, constant_fraction=0.5, decay="geometric", final_lr_fraction=0.01)
     half = 500
@@ -158,7 +158,7 @@ def test_a_half_length_student_runs_the_whole_schedule_compressed():
 
 def _trained(specs, config, teachers):
     """Final loss and the whole evaluation curve of each student, by its repr."""
-    from resflow.sim import train
+    from resflow.training import train
 
     result = train(specs, teachers, config, seed=3)
     finals = {repr(s): float(v) for s, v in zip(result.specs, result.final_batches.mean(axis=1), strict=True)}
@@ -189,7 +189,7 @@ def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
     """budgets = (0.25, 1): a depth-2 student of a run to depth 8 trains a quarter of the steps, on the
     schedule compressed to them (its last step at the final learning rate); forked copies keep it."""
     from resflow.experiments import preset
-    from resflow.sim import lr_multiplier
+    from resflow.training import lr_multiplier
 
     config = preset("smooth-vs-rough", "cpu").with_overrides(
         ["depths=8,2", "budgets=1,0.25", "replicates=1", "train.steps=400"])  # budgets follow depths
@@ -225,8 +225,8 @@ def test_each_replicate_has_its_own_teachers_and_the_targets_of_a_replicate_shar
 @pytest.mark.parametrize("scheme", ["euler", "midpoint"])
 def test_a_split_layer_is_two_half_steps_of_the_same_field(scheme):
     """split_layers: layer l of the depth-2l student pair is layer l at half step, twice (any tableau)."""
-    from resflow.sim import split_layers
-    from resflow.sim.block import student_block
+    from resflow.training import split_layers
+    from resflow.training.block import student_block
 
     torch.manual_seed(0)
     params = init_student(StudentSpec("tied", scheme, 3, 0), 8, 32, 16, torch.float64)
@@ -244,7 +244,7 @@ def test_a_split_layer_is_two_half_steps_of_the_same_field(scheme):
 
 
 def test_doubling_continuation_starts_each_depth_from_the_split_of_the_one_before():
-    from resflow.sim import train_by_doubling
+    from resflow.training import train_by_doubling
 
     teachers = {"tied": Teacher("tied", width=8, depth=8, vocab=16, seed=0)}
     specs = [StudentSpec("tied", "euler", d, 0) for d in (1, 2, 4)]

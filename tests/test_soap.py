@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from resflow import Teacher
-from resflow.sim import StudentSpec, TrainConfig, train, train_reference
-from resflow.sim.bank import StudentBank
-from resflow.sim.soap import SoapLayout
+from resflow.training import StudentSpec, TrainConfig, train, train_reference
+from resflow.training.bank import StudentBank
+from resflow.training.soap import SoapLayout
 
 # Per step, from the same state: the same arithmetic in float32 but batched (bmm) against per-matrix (tensordot),
 # so results agree to rounding; QR refreshes sort eigenvalue estimates, then orthogonalise: 1e-4 leaves room.
@@ -39,7 +39,7 @@ def test_one_soap_step_equals_the_reference_implementations_from_the_same_state(
     plain steps and two refreshes of the bases, precondition_frequency 5)."""
     from pytorch_optimizer import SOAP
 
-    from resflow.sim.soap import SoapSettings, soap_apply, soap_init
+    from resflow.training.soap import SoapSettings, soap_apply, soap_init
 
     torch.manual_seed(0)
     specs = [StudentSpec("tied", scheme, d, 0) for d in (1, 3)]
@@ -127,7 +127,7 @@ def test_training_with_batched_soap_follows_the_reference_implementation(loss, t
 
 
 def test_soap_differs_from_adam_and_its_first_step_only_sets_up_the_preconditioner():
-    from resflow.sim import Trainer
+    from resflow.training import Trainer
 
     teachers = {"tied": Teacher("tied", width=8, depth=8, vocab=16, seed=0)}
     specs = [StudentSpec("tied", "euler", 3, 0)]

@@ -28,7 +28,7 @@ REFERENCE = {
     "resflow.noise": "Noise along depth and ensembles",
     "resflow.theory": "Symbolic derivations",
     "resflow.laws": "Evaluating the laws",
-    "resflow.sim": "Teachers, students, engine",
+    "resflow.training": "Teachers, students, engine",
     "resflow.analysis": "Metrics, fits, figures",
     "resflow.llm": "Trained-LLM fits and probes",
     "resflow.store": "The result store",

@@ -88,7 +88,7 @@ def group_signature(ds: xr.Dataset, groups: int) -> xr.Dataset:
 
 def states_group_signature(states, groups: int, *, seed: int = 0) -> dict[str, float]:
     """Mean update angle between successive layers of a stack's hidden ``states`` ``(depth + 1, n, d)`` (e.g.
-    a teacher's, :meth:`resflow.sim.Teacher.hidden_states`), within each of ``groups`` contiguous groups and
+    a teacher's, :meth:`resflow.training.Teacher.hidden_states`), within each of ``groups`` contiguous groups and
     across their boundaries, and its early-stop fraction: the probes' metrics (``resflow probe``)."""
     from .probes import probe_states
 

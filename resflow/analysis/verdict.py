@@ -3,7 +3,7 @@ r"""The convergence verdict (version 2): is the exponent still moving, and is an
 A decaying learning rate flattens every loss curve, so "the loss stopped falling" at the end of one
 run says nothing.  Every student of a run therefore has copies trained for shorter lengths -- at
 least three lengths in a geometric progression, by default 1/4, 1/2 and 1 of its steps, each with
-the schedule compressed to its length (:mod:`resflow.sim.engine`) -- and a series is **converged**
+the schedule compressed to its length (:mod:`resflow.training.engine`) -- and a series is **converged**
 only if both hold:
 
 * **the exponent has stopped moving.**  Each replicate's exponent at the longest length minus its

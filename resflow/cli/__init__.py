@@ -4,7 +4,7 @@
 module        commands
 ============  ==================================================================================
 ``app``       the Typer application; clean errors (exit 2), progress with ETA, Ctrl-C (exit 130)
-``simulate``  ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`), ``bench`` (:func:`resflow.sim.run_bench`)
+``simulate``  ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`), ``bench`` (:func:`resflow.training.run_bench`)
 ``models``    ``llm-fit``, ``probe``, ``compare``
 ``listing``   ``tableaux``, ``theory``
 ``stores``    ``store check``, ``store gc`` (:class:`resflow.store.Store`)

@@ -14,7 +14,7 @@ from ..analysis import colors, new_figure, step_angles, update_angles
 from ..errors import ConfigError, FitFailedError
 from ..experiments import ExperimentConfig
 from ..loglog import slopes
-from ..sim import Teacher, TrainConfig, train
+from ..training import Teacher, TrainConfig, train
 from .core import DemoResult, finish, register
 
 __all__ = ["teacher_angles", "smooth_vs_rough", "llm_depth_fit"]

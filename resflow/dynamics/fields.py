@@ -83,7 +83,7 @@ def mlp_branch(h: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Te
     :math:`\sigma = \mathrm{relu}^2` (or :math:`\mathrm{softplus}^2`).
 
     The one definition of the block's MLP: :class:`MLPField` (teachers, stacks), the students
-    (:mod:`resflow.sim.block`) and the per-student reference loop all call it.
+    (:mod:`resflow.training.block`) and the per-student reference loop all call it.
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 An :class:`ExperimentConfig` is everything that defines a run: the teachers (targets), the students
 (depths x schemes x replicates x temperatures x lengths) and the training recipe
-(:class:`~resflow.sim.TrainConfig`).
+(:class:`~resflow.training.TrainConfig`).
 Overrides are parsed by the *declared type* of each field, so ``--set depths=2,4,8`` gives a tuple
 of ints and ``--set train.tf32=true`` a bool, and an unknown key is refused with the valid ones.
 """
@@ -20,9 +20,9 @@ from typing import Any
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
-from ..sim.block import StudentSpec
-from ..sim.config import TrainConfig
-from ..sim.teacher import Teacher, TeacherConfig
+from ..training.block import StudentSpec
+from ..training.config import TrainConfig
+from ..training.teacher import Teacher, TeacherConfig
 
 __all__ = ["ExperimentConfig", "config_keys", "parse_assignment"]
 
@@ -41,16 +41,16 @@ class ExperimentConfig:
     are training lengths as fractions of each student's steps: ``(0.25, 0.5, 1)`` adds copies of every
     student trained a quarter and half as long, which the convergence verdict compares and the
     asymptotic estimate extrapolates (:mod:`resflow.analysis.verdict`); the copies are forked from
-    the full-length students where their schedules coincide (:mod:`resflow.sim.engine`).
+    the full-length students where their schedules coincide (:mod:`resflow.training.engine`).
     ``budgets`` spends the run's steps where the loss still falls: one share of ``train.steps`` in
     (0, 1] per depth (in the order of ``depths``), the steps a student of that depth trains for at
     length 1; empty: every student the whole run.
-    ``init`` is ``"scratch"`` (every student from :func:`resflow.sim.init_student`) or ``"doubling"``
-    (depth-doubling continuation, :mod:`resflow.sim.continuation`: each depth from the trained
+    ``init`` is ``"scratch"`` (every student from :func:`resflow.training.init_student`) or ``"doubling"``
+    (depth-doubling continuation, :mod:`resflow.training.continuation`: each depth from the trained
     students of half its depth; a measurement of convergence, not the recipe).
     ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,
-    :attr:`resflow.sim.StudentSpec.groups`); ``(0, 4)`` trains both, side by side.
+    :attr:`resflow.training.StudentSpec.groups`); ``(0, 4)`` trains both, side by side.
     ``experiment`` names the registered experiment that draws the figure
     (:func:`resflow.experiments.registered`).
     """
@@ -127,7 +127,7 @@ class ExperimentConfig:
                                        seed=self.teacher_seed + replicate)
 
     def teachers(self) -> dict[tuple[str, int], Teacher]:
-        """Every teacher of the run, keyed ``(target, replicate)`` as :func:`resflow.sim.train` expects."""
+        """Every teacher of the run, keyed ``(target, replicate)`` as :func:`resflow.training.train` expects."""
         return {(t, r): Teacher(self.teacher_config(t, r)) for t in self.targets for r in self.replicate_ids}
 
     @property

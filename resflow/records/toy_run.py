@@ -56,7 +56,7 @@ COORD_ATTRS = {
 
 
 class StudentLabels(Protocol):
-    """What a record needs of a student's spec (:class:`resflow.sim.StudentSpec` is one)."""
+    """What a record needs of a student's spec (:class:`resflow.training.StudentSpec` is one)."""
 
     target: str
     scheme: str
@@ -70,7 +70,7 @@ class StudentLabels(Protocol):
 
 
 class RunResult(Protocol):
-    """What a record needs of a finished run (:class:`resflow.sim.TrainingResult` is one)."""
+    """What a record needs of a finished run (:class:`resflow.training.TrainingResult` is one)."""
 
     specs: Sequence[StudentLabels]
     eval_steps: list[int]
@@ -91,7 +91,7 @@ def is_kl(ds: xr.Dataset) -> bool:
 
 def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: dict[str, str],
                   metric_labels: dict[str, tuple[str, str]] | None = None) -> xr.Dataset:
-    """Arrange a finished run (e.g. a :class:`resflow.sim.TrainingResult`) on named dimensions.
+    """Arrange a finished run (e.g. a :class:`resflow.training.TrainingResult`) on named dimensions.
 
     ``metric_labels`` maps each hidden-state metric in ``result.hidden`` to its ``(long_name, units)``
     (e.g. :data:`resflow.analysis.METRIC_LABELS`); metrics without a label are not stored.

@@ -15,7 +15,7 @@ module         function                         command
 ``stores``     :func:`check_store`              ``resflow store check`` (each kind checked by its writer)
 =============  ===============================  =============================================
 
-This is the orchestration layer: it sits above simulation (:mod:`resflow.sim`), analysis
+This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis
 (:mod:`resflow.analysis`), the LLM side (:mod:`resflow.llm`) and the store, which never import it.
 The command line (:mod:`resflow.cli`) only parses, calls one of these and prints.
 """

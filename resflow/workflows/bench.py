@@ -16,8 +16,8 @@ import xarray as xr
 
 from ..errors import ConfigError
 from ..provenance import provenance
-from ..sim.bench import CASES, BenchRow, PrecisionCheck, bench_meta, precision_check, run_bench
 from ..store import Store
+from ..training.bench import CASES, BenchRow, PrecisionCheck, bench_meta, precision_check, run_bench
 
 __all__ = ["CHECKS", "BenchResult", "bench_dataset", "bench_engine"]
 

@@ -23,8 +23,8 @@ from ..dynamics.fields import MLPField
 from ..dynamics.tableau import TABLEAUX
 from ..noise.ensemble import NoisyEnsemble
 from ..provenance import provenance
-from ..sim.teacher import Teacher
 from ..store import Store
+from ..training.teacher import Teacher
 
 __all__ = ["FlowDemoConfig", "FlowDemoResult", "flow_demo_dataset", "run_flow_demo"]
 

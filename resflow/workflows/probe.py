@@ -17,9 +17,9 @@ from ..analysis.plots import save_figure
 from ..analysis.probes import ProbeResult, plot_probes, probe_dataset, probe_states, step_size_slope
 from ..errors import ConfigError
 from ..provenance import provenance
-from ..sim.engine import resolve_device
-from ..sim.teacher import Teacher
 from ..store import Store
+from ..training.engine import resolve_device
+from ..training.teacher import Teacher
 
 __all__ = ["ProbeRun", "probe_teacher", "probe_models", "TEACHER_PREFIX"]
 

@@ -29,13 +29,13 @@ from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
 from ..provenance import provenance
 from ..records import build_dataset
-from ..sim.block import student_forward, student_layer_steps
-from ..sim.continuation import train_by_doubling
-from ..sim.driver import train
-from ..sim.engine import CHECKPOINT_NAME
-from ..sim.hidden import METRIC_BATCH, METRIC_SEED
-from ..sim.targets import teacher_key
 from ..store import Store
+from ..training.block import student_forward, student_layer_steps
+from ..training.continuation import train_by_doubling
+from ..training.driver import train
+from ..training.engine import CHECKPOINT_NAME
+from ..training.hidden import METRIC_BATCH, METRIC_SEED
+from ..training.targets import teacher_key
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "RECORD_NAME", "FIGURE_NAME",
            "FITS_NAME"]
@@ -111,7 +111,7 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
 
 def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.ndarray]:
     """Every trained student against its teacher at matching times (:mod:`resflow.analysis.tracking`), on the
-    hidden-state metrics' fixed inputs: per-layer means (NaN-padded, as :func:`resflow.sim.hidden.hidden_metrics`
+    hidden-state metrics' fixed inputs: per-layer means (NaN-padded, as :func:`resflow.training.hidden.hidden_metrics`
     gives them) and the coherence; students whose depth does not divide their teacher's are left NaN."""
     import torch
 

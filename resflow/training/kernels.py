@@ -1,4 +1,4 @@
-r"""Fused kernels: the student block and losses of :mod:`resflow.sim.block` for many students at once,
+r"""Fused kernels: the student block and losses of :mod:`resflow.training.block` for many students at once,
 with their gradients derived by hand.
 
 Students of one scheme are stacked along a leading axis, deepest first, so layer :math:`l` is a
@@ -20,7 +20,7 @@ Derivatives, for one stage with input :math:`y` (:math:`D` = width):
   reverse: :math:`g_{k_i} = b_i g + \sum_{j>i} a_{ji}\, g_{y_j}`, :math:`g_y = g + \sum_i g_{y_i}`.
 
 ``tests/test_kernels.py`` checks every kernel against autograd through the definitions of
-:mod:`resflow.sim.block` (float64, with :func:`torch.autograd.gradcheck` for the step as a whole).
+:mod:`resflow.training.block` (float64, with :func:`torch.autograd.gradcheck` for the step as a whole).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A *slot* is a (teacher, replicate) pair: the teacher run on that replicate's batch.  Teachers of one
 depth, width and scheme (Euler, as every teacher of an experiment) are evaluated together: their
 per-layer weights are stacked along the slot axis, the branch scale folded into :math:`W_2`, and each
-layer is one call of the fused Euler block of :mod:`resflow.sim.kernels` -- so all teachers cost
+layer is one call of the fused Euler block of :mod:`resflow.training.kernels` -- so all teachers cost
 one pass of layer calls.  Other teachers are evaluated slot by slot through
-:class:`~resflow.sim.Teacher`.  The results equal ``Teacher(x)`` to rounding (tested).
+:class:`~resflow.training.Teacher`.  The results equal ``Teacher(x)`` to rounding (tested).
 
-Teachers are given as a mapping from a key to a :class:`~resflow.sim.Teacher`; a student's
+Teachers are given as a mapping from a key to a :class:`~resflow.training.Teacher`; a student's
 teacher is ``teachers[(spec.target, spec.replicate)]`` when that key exists (one teacher per
 replicate, as experiments build them), else ``teachers[spec.target]`` (one teacher for all).
 """

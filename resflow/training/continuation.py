@@ -33,7 +33,7 @@ __all__ = ["split_layers", "train_by_doubling"]
 
 def split_layers(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The depth-:math:`2\\ell` student whose layers :math:`2l` and :math:`2l + 1` are layer :math:`l` of
-    ``params`` (as :func:`~resflow.sim.block.init_student` gives them) at half step: ``W1``, ``b1``
+    ``params`` (as :func:`~resflow.training.block.init_student` gives them) at half step: ``W1``, ``b1``
     repeated, ``W2`` repeated and halved; the head kept."""
     return {"W1": params["W1"].repeat_interleave(2, dim=0), "b1": params["b1"].repeat_interleave(2, dim=0),
             "W2": params["W2"].repeat_interleave(2, dim=0) / 2, "head": params["head"].clone()}
@@ -45,7 +45,7 @@ def train_by_doubling(specs: list[StudentSpec], teachers: Mapping[Hashable, Teac
     """Train ``specs`` depth by depth: the shallowest from scratch, each deeper one (twice as deep) from
     :func:`split_layers` of its trained counterpart of half the depth; one result for all of them.
 
-    Each stage is an ordinary :func:`~resflow.sim.driver.train` run of ``config`` (its checkpoint in
+    Each stage is an ordinary :func:`~resflow.training.driver.train` run of ``config`` (its checkpoint in
     ``run_dir/depth-<d>``, so the chain resumes stage by stage).
     """
     depths = sorted({s.depth for s in specs})

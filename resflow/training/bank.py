@@ -4,9 +4,9 @@ Students are sorted deepest first; layer ``l`` holds the ``n_l`` students deeper
 prefix of the bank), so no parameter is padding and every layer is one batched matmul.  The flat
 buffer is ``[layer 0: W1, b1, W2 | layer 1: ... | head]``; :meth:`StudentBank.layers` gives the
 per-layer views of any buffer with that layout (parameters, gradients, Adam moments, learning
-rates).  Initial values come from :func:`resflow.sim.block.init_student`, one student at a time.
+rates).  Initial values come from :func:`resflow.training.block.init_student`, one student at a time.
 
-A bank of group-structured students (:attr:`~resflow.sim.block.StudentSpec.groups`) keeps a copy of
+A bank of group-structured students (:attr:`~resflow.training.block.StudentSpec.groups`) keeps a copy of
 a shared weight in every layer of its group; :meth:`StudentBank.sum_shared_gradients` replaces each copy's gradient
 by the sum over the group's copies -- the gradient of the shared weight -- so copies that start
 equal stay equal under Adam (elementwise).
@@ -74,9 +74,9 @@ class StudentBank:
 
     def initial_parameters(self, dtype: torch.dtype, given: Mapping[StudentSpec | str, dict] | None = None
                            ) -> torch.Tensor:
-        """The flat buffer of every student's :func:`~resflow.sim.block.init_student` values (CPU), or of the
+        """The flat buffer of every student's :func:`~resflow.training.block.init_student` values (CPU), or of the
         parameters ``given`` for a student (keyed by its spec or its repr; as
-        :func:`~resflow.sim.block.init_student` returns them)."""
+        :func:`~resflow.training.block.init_student` returns them)."""
         flat = torch.empty(self.size, dtype=dtype)
         layers = self.layers(flat)
         given = {(k if isinstance(k, str) else repr(k)): v for k, v in (given or {}).items()}  # by repr: a NaN
@@ -90,7 +90,7 @@ class StudentBank:
         return flat
 
     def student_parameters(self, flat: torch.Tensor, index: int) -> dict[str, torch.Tensor]:
-        """One student's parameters as in :func:`~resflow.sim.block.init_student` (copies)."""
+        """One student's parameters as in :func:`~resflow.training.block.init_student` (copies)."""
         depth = self.specs[index].depth
         layers = self.layers(flat)[:depth]
         out = {name: torch.stack([getattr(p, name)[index] for p in layers]) for name in ("W1", "b1", "W2")}

@@ -24,7 +24,7 @@ WARMUP = 3  # eager steps before the capture (and warm-up replays on a side stre
 
 
 class StepParts(Protocol):
-    """The public step interface of a trainer (:class:`~resflow.sim.engine.Trainer`) that the graphs capture."""
+    """The public step interface of a trainer (:class:`~resflow.training.engine.Trainer`) that the graphs capture."""
 
     device: torch.device
     dtype: torch.dtype

@@ -1,8 +1,8 @@
 """``resflow bench``: the engine's speed against this machine's matmul rate and the per-student loop.
 
 One process measures, in rounds: the float32 matmul rate of the machine (a ``SGEMM_SIZE`` square
-matmul, the same threads and device as training), the batched engine (:class:`~resflow.sim.Trainer`)
-and the per-student loop (:class:`~resflow.sim.reference_loop.ReferenceLoop`) on each case.  A
+matmul, the same threads and device as training), the batched engine (:class:`~resflow.training.Trainer`)
+and the per-student loop (:class:`~resflow.training.reference_loop.ReferenceLoop`) on each case.  A
 shared machine drifts, so every ratio is taken within a round (engine time against the sgemm rate
 and the loop of that round) and the median over rounds is reported.  FLOPs are counted
 analytically: forward :math:`4Bdh` per student, layer and stage, backward twice that, teachers

@@ -1,16 +1,16 @@
 """The per-student reference loop: each student trained on its own, with autograd and ``torch.optim.Adam``.
 
-The plain way to train the students of :mod:`resflow.sim.block`: one student at a time, its
-forward through :func:`~resflow.sim.block.student_forward`, its loss through
-:func:`~resflow.sim.block.mse_loss`/:func:`~resflow.sim.block.kl_loss`, gradients by autograd,
+The plain way to train the students of :mod:`resflow.training.block`: one student at a time, its
+forward through :func:`~resflow.training.block.student_forward`, its loss through
+:func:`~resflow.training.block.mse_loss`/:func:`~resflow.training.block.kl_loss`, gradients by autograd,
 ``torch.optim.Adam``; the same data stream, schedule and evaluation as the batched engine
-(:func:`resflow.sim.driver.train`).  It is the baseline of ``resflow bench`` and the reference of
+(:func:`resflow.training.driver.train`).  It is the baseline of ``resflow bench`` and the reference of
 the engine's equivalence test.  A group-structured student holds one leaf tensor per shared weight
 and indexes it by layer (true weight sharing, autograd summing the copies' gradients), where the
 engine keeps copies and sums their gradients itself.  With ``optimizer="soap"`` every weight matrix
 (each stage of each layer, and the head) is a leaf of its own and the optimiser is the reference
 implementation, ``pytorch_optimizer.SOAP`` (the ``dev`` extra): what the engine's batched SOAP
-(:mod:`resflow.sim.soap`) is checked against.  CPU or GPU; no checkpoints.
+(:mod:`resflow.training.soap`) is checked against.  CPU or GPU; no checkpoints.
 """
 
 from __future__ import annotations

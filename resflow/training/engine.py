@@ -1,24 +1,24 @@
-r"""The training engine: a state/step core (the driver loop is :mod:`resflow.sim.driver`).
+r"""The training engine: a state/step core (the driver loop is :mod:`resflow.training.driver`).
 
 :class:`Trainer` is the core, built once per run from the students, the teachers and the
-:class:`~resflow.sim.config.TrainConfig`; it holds what never changes (the banks' layout, the
+:class:`~resflow.training.config.TrainConfig`; it holds what never changes (the banks' layout, the
 teachers, per-element learning rates, scratch buffers).  Everything that changes is a
-:class:`~resflow.sim.state.TrainState`:
+:class:`~resflow.training.state.TrainState`:
 
-* ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.sim.block.init_student`),
+* ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.training.block.init_student`),
   zero Adam moments, one data stream per replicate (seed ``seed + replicate``);
 * ``state = trainer.step(state, *trainer.next_batch(state))`` -- one Adam step of every student
-  still training (teachers evaluated once, ahead; fused forward/backward, :mod:`resflow.sim.kernels`);
+  still training (teachers evaluated once, ahead; fused forward/backward, :mod:`resflow.training.kernels`);
   a student whose loss or gradient is not finite is frozen and marked failed with the reason;
 * ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
 
 Students are grouped in banks by scheme, structure (plain, or weights shared within groups of
-layers: :meth:`~resflow.sim.bank.StudentBank.sum_shared_gradients`), budget and training length; every
-student trains for its own number of steps (:meth:`~resflow.sim.block.StudentSpec.steps`) with the schedule
+layers: :meth:`~resflow.training.bank.StudentBank.sum_shared_gradients`), budget and training length; every
+student trains for its own number of steps (:meth:`~resflow.training.block.StudentSpec.steps`) with the schedule
 compressed to it, then stays frozen and is evaluated with the others at the end.  A bank of shorter
 copies (the lengths 1/4, 1/2 of the convergence verdict) is **forked** from the bank of the same
 students at full length: its schedule coincides with theirs for its first steps
-(:func:`~resflow.sim.config.shared_schedule`: the constant phase), so it starts as a copy of their
+(:func:`~resflow.training.config.shared_schedule`: the constant phase), so it starts as a copy of their
 state (parameters and optimiser moments) at that step and trains only from there -- the same
 students, data and updates as copies trained from the start, for less work.
 
@@ -174,8 +174,8 @@ class Trainer:
         return out
 
     def init(self, seed: int = 0) -> TrainState:
-        """Initial state: every student as :func:`~resflow.sim.block.init_student` draws it (or as the trainer's
-        ``initial`` gives it, e.g. :func:`resflow.sim.continuation.split_layers`), zero optimiser moments, one
+        """Initial state: every student as :func:`~resflow.training.block.init_student` draws it (or as the trainer's
+        ``initial`` gives it, e.g. :func:`resflow.training.continuation.split_layers`), zero optimiser moments, one
         data stream per replicate."""
         params = [bank.initial_parameters(self.dtype, self.initial).to(self.device) for bank in self.banks]
         n = len(self.order)
@@ -353,7 +353,7 @@ class Trainer:
         return k
 
     def student_parameters(self, state: TrainState, index: int) -> dict[str, torch.Tensor]:
-        """The parameters of student ``index`` (trainer order), as :func:`~resflow.sim.block.init_student`
+        """The parameters of student ``index`` (trainer order), as :func:`~resflow.training.block.init_student`
         gives them."""
         k = int(np.searchsorted(self.offsets, index, side="right")) - 1
         source = self._source(state, k)

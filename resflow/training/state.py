@@ -3,7 +3,7 @@
 In the manner of jax-md's ``init_fn``/``apply_fn`` and diffrax's solver state: a
 :class:`TrainState` holds everything that changes during training -- parameters, Adam moments, the
 step count, the data generators, failure flags and the loss history -- and nothing else; the
-:class:`~resflow.sim.engine.Trainer` holds what does not change (layout, teachers, schedule).
+:class:`~resflow.training.engine.Trainer` holds what does not change (layout, teachers, schedule).
 A checkpoint is the state as tensors and plain data with a format version, written atomically
 and read with ``torch.load(weights_only=True)`` (no pickled code is ever executed).
 """
@@ -33,9 +33,9 @@ CHECKPOINT_NAME = "checkpoint.pt"
 class TrainState:
     """Everything that changes while training (see the module docstring).
 
-    ``params``, ``adam_m`` and ``adam_v`` hold one flat buffer per bank (:class:`~resflow.sim.bank.StudentBank`)
+    ``params``, ``adam_m`` and ``adam_v`` hold one flat buffer per bank (:class:`~resflow.training.bank.StudentBank`)
     (with SOAP, ``adam_v`` is in the rotated coordinates, and ``precond``/``bases`` hold each bank's
-    Kronecker factors and their eigenbases, :class:`~resflow.sim.soap.SoapLayout`; empty for Adam);
+    Kronecker factors and their eigenbases, :class:`~resflow.training.soap.SoapLayout`; empty for Adam);
     ``data`` the replicates' data streams; ``pending`` the batches drawn ahead with their teacher outputs;
     ``failed``/``reasons`` are in the trainer's student order; ``history`` has one row of test
     losses per entry of ``eval_steps``.

@@ -16,9 +16,9 @@ depth) only, so students of different targets or temperatures in one replicate s
 Losses, per student and averaged over the batch: the MSE between the normalised final states
 (:func:`mse_loss`), or KL(teacher || student) of the softmax outputs (:func:`kl_loss`).
 
-These functions are the recipe.  The batched engine's fused kernels (:mod:`resflow.sim.kernels`)
+These functions are the recipe.  The batched engine's fused kernels (:mod:`resflow.training.kernels`)
 compute the same forward and its hand-derived gradient, and are tested against autograd through
-these definitions; the per-student reference loop (:mod:`resflow.sim.reference_loop`) calls them.
+these definitions; the per-student reference loop (:mod:`resflow.training.reference_loop`) calls them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-r"""The driver of a training run: the short loop around :class:`~resflow.sim.engine.Trainer`.
+r"""The driver of a training run: the short loop around :class:`~resflow.training.engine.Trainer`.
 
 :func:`train` builds the trainer and its state, then steps it with evaluations every ``eval_every``
 steps, atomic checkpoints every ``checkpoint_every`` steps and on Ctrl-C, resume from a checkpoint,
 progress, and the hidden-state metrics of the trained students; it returns a
-:class:`~resflow.sim.results.TrainingResult`.
+:class:`~resflow.training.results.TrainingResult`.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def train(
     ----------
     specs : list of StudentSpec
     teachers : mapping
-        ``(target, replicate)`` or ``target`` -> :class:`~resflow.sim.Teacher`
-        (:func:`~resflow.sim.targets.teacher_key`).
+        ``(target, replicate)`` or ``target`` -> :class:`~resflow.training.Teacher`
+        (:func:`~resflow.training.targets.teacher_key`).
     config : TrainConfig
     seed : int
         Seed of the data streams (replicate ``r`` uses ``seed + r``; initialisations come from each spec).
@@ -64,8 +64,8 @@ def train(
         Hidden-state metrics to record for every trained student (per-layer means over
         ``METRIC_BATCH`` fixed inputs), e.g. :func:`resflow.analysis.token_metrics`.
     initial : mapping, optional
-        Initial parameters of some students (spec -> the dict :func:`~resflow.sim.block.init_student`
-        returns); the others start from :func:`~resflow.sim.block.init_student`.
+        Initial parameters of some students (spec -> the dict :func:`~resflow.training.block.init_student`
+        returns); the others start from :func:`~resflow.training.block.init_student`.
     keep_parameters : bool
         Return every student's trained parameters in ``result.extra["parameters"]`` (spec -> dict, CPU).
     """

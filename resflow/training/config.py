@@ -49,7 +49,7 @@ class TrainConfig:
         Learning rate at the last step, as a fraction of the full one.
     optimizer : {"adam", "soap"}
         Adam (the study's), or SOAP: Adam in the eigenbasis of Shampoo's preconditioner
-        (:mod:`resflow.sim.soap`); both use ``adam_beta1``, ``adam_beta2``, ``adam_eps``.
+        (:mod:`resflow.training.soap`); both use ``adam_beta1``, ``adam_beta2``, ``adam_eps``.
     adam_beta1, adam_beta2, adam_eps : float
     precondition_frequency : int
         SOAP only: steps between recomputations of the preconditioner's eigenbases.
