@@ -12,7 +12,7 @@ from resflow.cli import app
 from resflow.experiments import registered
 
 ROOT = Path(__file__).resolve().parents[1]
-WORK_COMMANDS = {"run", "sweep", "bench", "probe"}  # the commands that train, time or run models
+WORK_COMMANDS = {"run", "sweep", "bench", "probe", "intervene"}  # the commands that train, time or run models
 
 
 def commands(group=None, prefix: tuple[str, ...] = ()):

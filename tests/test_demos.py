@@ -57,12 +57,21 @@ def smooth_vs_rough(data):
     assert tied > independent + 0.3 > 0.3, (tied, independent)
 
 
+def lesion_profiles(data):
+    depth = data["depth"].values
+    for teacher in ("tied", "independent"):  # skipping a layer costs about depth^-2 in both
+        assert slopes(depth, data["lesion"].sel(teacher=teacher).values) == pytest.approx(2.0, abs=0.2)
+    # rescaling repairs the smooth flow to depth^-4 and leaves the ensemble at depth^-2
+    assert slopes(depth, data["lesion_rescaled"].sel(teacher="tied").values) == pytest.approx(4.0, abs=0.3)
+    assert slopes(depth, data["lesion_rescaled"].sel(teacher="independent").values) == pytest.approx(2.0, abs=0.2)
+
+
 CLAIMS = {f.__name__: f for f in (stack_to_ode, error_accumulation, ensemble_averaging, teacher_angles,
-                                  smooth_vs_rough, roughness_knob)}
+                                  smooth_vs_rough, roughness_knob, lesion_profiles)}
 
 
-def test_the_registry_holds_seven_demos_in_teaching_order():
-    assert list(demos.DEMOS) == list(demos.core.ORDER) and len(demos.DEMOS) >= 7
+def test_the_registry_holds_eight_demos_in_teaching_order():
+    assert list(demos.DEMOS) == list(demos.core.ORDER) and len(demos.DEMOS) >= 8
     assert set(CLAIMS) | {"llm_depth_fit"} == set(demos.DEMOS)
 
 

@@ -16,6 +16,7 @@ from . import (
     discretisation,
     ensemble,
     finite_teacher,
+    interventions,
     kl,
     llm_scaling,
     roughness,
@@ -48,6 +49,12 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "roughness-correlated-linear": roughness.derive_correlated_linear,
     "roughness-fractional-linear": roughness.derive_fractional_linear,
     "kl-small-error": kl.derive,
+    "lesion-ensemble": interventions.derive_lesion_ensemble,
+    "lesion-rescaled-ensemble": interventions.derive_lesion_rescaled_ensemble,
+    "swap-ensemble": interventions.derive_swap_ensemble,
+    "lesion-flow": interventions.derive_lesion_flow,
+    "lesion-rescaled-flow": interventions.derive_lesion_rescaled_flow,
+    "swap-flow": interventions.derive_swap_flow,
     "llm-depth-width": llm_scaling.derive,
 }
 """Law name -> derivation function."""

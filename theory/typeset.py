@@ -21,6 +21,7 @@ _GREEK = {"alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "e
           "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi",
           "omega", "ell"}
 _WORD = re.compile(r"[A-Za-z]{2,}")
+_ACCENTS = ("bar", "hat", "tilde", "dot")
 
 
 def _upright(name: str) -> str | None:
@@ -28,6 +29,9 @@ def _upright(name: str) -> str | None:
     base, _, sub = name.partition("_")
     if not _WORD.fullmatch(base) or base.lower() in _GREEK:
         return None
+    accent = next((mod for mod in _ACCENTS if base.endswith(mod)), None)
+    if accent and (len(base) == len(accent) + 1 or base[:-len(accent)].lower() in _GREEK):
+        return None  # "abar", "sigmahat": sympy writes the accent (\bar{a})
     return rf"\mathrm{{{base}}}" + (f"_{{{sub}}}" if sub else "")
 
 

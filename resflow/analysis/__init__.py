@@ -6,6 +6,7 @@ module             what it holds
 ``metrics``        hidden-state metrics (angles, norms, progress): one definition for every model
 ``probes``         streaming aggregation of the metrics over tokens, early stopping, probe records
 ``groups``         update angles within a functional group of layers and across its boundaries
+``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
 ``fits``           depth exponents of a run: plain, law-aware, offset, asymptotic; the verdict; the regime
 ``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)
 ``law_fit``        the finite-teacher factor of the law-aware fit
@@ -36,6 +37,15 @@ from .groups import (
     states_group_signature,
 )
 from .intervals import ExponentInterval, exponent_interval
+from .interventions import (
+    INTERVENTIONS,
+    InterventionProfile,
+    intervention_dataset,
+    lesion,
+    run_steps,
+    swap,
+    trace,
+)
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
 from .plots import colors, new_figure, plot_experiment, plot_flow_demo, save_figure
@@ -58,6 +68,7 @@ from .verdict import Verdict, convergence_verdict
 __all__ = [
     "exponent_difference",
     "run_tables",
+    "INTERVENTIONS", "InterventionProfile", "lesion", "swap", "trace", "run_steps", "intervention_dataset",
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",
     "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction", "step_size_slope", "probe_dataset",
     "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature",

@@ -162,3 +162,59 @@ def probe(
         if run.step_size_slope is not None:
             console.print(f"slope of the middle-layer step size against depth: {run.step_size_slope:.2f}")
         console.print(f"wrote record {run.record} to {out}; figure {run.figure}", highlight=False)
+
+
+@app.command()
+def intervene(
+    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow teachers: "
+                                                      "teacher:tied, teacher:independent, teacher:grouped:4, ...")],
+    prompt: Annotated[str, typer.Option(help="The prompt (transformer models).")] = "The Space Needle is in downtown",
+    target: Annotated[str, typer.Option(help="The continuation whose probability is measured (causal LMs).")
+                      ] = " Seattle",
+    subject: Annotated[str, typer.Option(help="The words of the prompt a trace corrupts.")] = "The Space Needle",
+    only: Annotated[str, typer.Option("--only", help="Comma-separated interventions for transformer models: "
+                                                     "lesion, swap, trace.")] = "lesion,swap,trace",
+    inputs: Annotated[int, typer.Option(help="Gaussian inputs for teachers.", min=1)] = 1024,
+    seed: Annotated[int, typer.Option(help="Seed of the inputs and of the trace's noise.", min=0)] = 0,
+    device: Device = "auto",
+    out: Annotated[Path, typer.Option(help="Store for the intervention records.")] = DEFAULT_STORE,
+    as_json: JsonFlag = False,
+) -> None:
+    """Lesion, swap and trace every layer (toy teachers and transformers; one intervention record each)."""
+    from resflow.workflows import intervene_models
+
+    with user_errors(), interruptible(NOTHING_WRITTEN):
+        with progress_bar("intervening", len(models)) as update:
+            run = intervene_models(models, prompt=prompt, target=target, subject=subject or None,
+                                   interventions=tuple(p.strip() for p in only.split(",") if p.strip()),
+                                   n_inputs=inputs, device=device, seed=seed, out=out,
+                                   progress=lambda model, done, total: update(done, total, note=model))
+        payload = [_intervention_json(ds, record) for ds, record in zip(run.datasets, run.records, strict=True)]
+        if as_json:
+            typer.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
+            return
+        table = Table(title="Interventions across depth (mean over layers; per layer in the records)")
+        for column in ("model", "layers", "measure", "clean", "lesion", "rescaled lesion", "swap", "trace, best"):
+            table.add_column(column)
+        for p in payload:
+            def mean(name, p=p):
+                values = [v for v in p.get(name) or [] if v is not None]
+                return "-" if not values else f"{np.mean(values):.3g}"
+            best = "-" if not p.get("trace") else f"{np.nanmax(np.array(p['trace'], float)):.3g}"
+            table.add_row(p["model"], str(p["depth"]), p["measure"], p.get("clean") or "-", mean("lesion"),
+                          mean("lesion_rescaled"), mean("swap"), best)
+        console.print(table)
+        console.print(f"wrote records {', '.join(run.records)} to {out}", highlight=False)
+
+
+def _intervention_json(ds, record: str) -> dict:
+    def listed(name):
+        if name not in ds:
+            return None
+        return [None if not np.isfinite(v) else float(v) for v in np.asarray(ds[name].values, float).ravel()]
+
+    return {"record": record, "model": ds.attrs["model"], "depth": int(ds.attrs["depth"]),
+            "measure": ds.attrs["measure"], "clean": ds.attrs.get("clean"), "lesion": listed("lesion"),
+            "lesion_rescaled": listed("lesion_rescaled"), "swap": listed("swap"),
+            "trace": None if "trace" not in ds else np.asarray(ds["trace"].values, float).tolist(),
+            "tokens": None if "token_text" not in ds.coords else [str(t) for t in ds["token_text"].values]}

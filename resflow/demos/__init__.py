@@ -9,11 +9,12 @@ demo                        what it shows
 ``teacher_angles``          tied vs independent teachers: per-layer step and update angles
 ``smooth_vs_rough``         a seconds-long training on a smooth (tied) and a rough (independent) teacher
 ``roughness_knob``          the exponent and the crossover depth vs rho, from theory, with a Monte Carlo check
+``lesion_profiles``         skipping one layer: rescaling repairs a smooth flow (l^-4), not an ensemble (l^-2)
 ``llm_depth_fit``           the depth scaling law fitted on the Chinchilla table (when the data is at hand)
 ==========================  ==========================================================================
 
 Modules: ``core`` (:class:`DemoResult`, the registry), ``flows`` (a, b), ``noise`` (c, f),
-``training`` (d, e, g), ``__main__`` (run them all, print their seconds).
+``training`` (d, e, g), ``interventions`` (h), ``__main__`` (run them all, print their seconds).
 
 Every demo takes a ``seed`` (and a few sizes, checked with the package's shared validators), is
 built on resflow's public API (nothing is re-implemented for teaching), and returns a
@@ -24,8 +25,9 @@ built on resflow's public API (nothing is re-implemented for teaching), and retu
 
 from .core import DEMOS, DemoResult, run_demo
 from .flows import error_accumulation, stack_to_ode
+from .interventions import lesion_profiles
 from .noise import ensemble_averaging, roughness_knob
 from .training import llm_depth_fit, smooth_vs_rough, teacher_angles
 
 __all__ = ["DEMOS", "DemoResult", "run_demo", "stack_to_ode", "error_accumulation", "ensemble_averaging",
-           "teacher_angles", "smooth_vs_rough", "roughness_knob", "llm_depth_fit"]
+           "teacher_angles", "smooth_vs_rough", "roughness_knob", "lesion_profiles", "llm_depth_fit"]

@@ -56,7 +56,7 @@ class DemoResult:
 
 
 ORDER = ("stack_to_ode", "error_accumulation", "ensemble_averaging", "teacher_angles", "smooth_vs_rough",
-         "roughness_knob", "llm_depth_fit")  # teaching order: flows, accumulation, ensembles, teachers, training
+         "roughness_knob", "lesion_profiles", "llm_depth_fit")  # teaching order: flows, ensembles, teachers, ...
 
 
 def register(function: Callable[..., DemoResult]) -> Callable[..., DemoResult]:

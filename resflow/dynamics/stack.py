@@ -20,7 +20,7 @@ from torch import nn
 from .._validate import check_int, check_real
 from ..errors import IncompatibleOptionsError
 from .fields import PiecewiseField
-from .stepper import fields_per_step, integrate_fixed
+from .stepper import fields_per_step, integrate_fixed, rk_step
 from .tableau import ButcherTableau, get_tableau
 
 __all__ = ["ResidualStack"]
@@ -96,6 +96,12 @@ class ResidualStack(nn.Module):
     def layer_fields(self) -> tuple[nn.Module, ...]:
         """The field each layer applies, ``depth`` entries (the same object repeated when tied)."""
         return tuple(self._step_fields)
+
+    def layer_steps(self) -> list:
+        """The layers as steps ``h -> next h`` (layer ``k``: one RK step of its field at time ``k * step``),
+        for :mod:`resflow.analysis.interventions`; applied in order they give :meth:`forward`."""
+        return [lambda h, k=k, f=f: rk_step(f, k * self.step_size, self.step_size, h, self.tableau)
+                for k, f in enumerate(self._step_fields)]
 
     def forward(self, h0: torch.Tensor, return_states: bool = False) -> torch.Tensor:
         r"""Propagate ``h0`` (shape ``(..., dim)``) through the stack.

@@ -1,13 +1,14 @@
 """The trained-LLM side: depth scaling laws on real model tables, and probes of transformer models.
 
-===============  =============================================================================
-module           what it holds
-===============  =============================================================================
-``data``         scaling tables (the Chinchilla table, or any CSV with a column mapping)
-``scaling_fit``  the robust multi-start fit of L(m, l, D), bootstrap, hold-out, exclusion sweep
-``comparison``   an ``llm-fit`` record's exponent row and depth part for the comparison
-``hf_probe``     hidden-state probes of HuggingFace models (needs the ``llm`` extra)
-===============  =============================================================================
+=================  =============================================================================
+module             what it holds
+=================  =============================================================================
+``data``           scaling tables (the Chinchilla table, or any CSV with a column mapping)
+``scaling_fit``    the robust multi-start fit of L(m, l, D), bootstrap, hold-out, exclusion sweep
+``comparison``     an ``llm-fit`` record's exponent row and depth part for the comparison
+``hf_probe``       hidden-state probes of HuggingFace models (needs the ``llm`` extra)
+``interventions``  lesion, swap and ROME's causal trace on HuggingFace models (the ``llm`` extra)
+=================  =============================================================================
 
 Built on :mod:`resflow.analysis` (the same metrics for transformers as for toy stacks).
 """

@@ -37,6 +37,7 @@ from .block import (
     student_block,
     student_forward,
     student_logits,
+    student_steps,
     teacher_built_student,
 )
 from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
@@ -52,7 +53,8 @@ from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 __all__ = [
     "teacher_built_student",
     "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student", "student_block",
-    "student_forward", "student_logits", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier", "student_lr",
+    "student_forward", "student_logits", "student_steps", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier",
+    "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "BenchRow", "run_bench",
     "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
     "shared_schedule", "split_layers", "train_by_doubling",

@@ -37,8 +37,8 @@ from ..errors import ConfigError
 from ..noise import group_of
 
 __all__ = ["StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
-           "student_forward", "student_layer_steps", "student_logits", "mse_loss", "kl_loss", "PARAMETER_NAMES",
-           "teacher_built_student"]
+           "student_forward", "student_steps", "student_layer_steps", "student_logits", "mse_loss", "kl_loss",
+           "PARAMETER_NAMES", "teacher_built_student"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
@@ -181,6 +181,14 @@ def student_forward(params: dict[str, torch.Tensor], x: torch.Tensor, tableau: B
         h = student_block(h, params["W1"][layer], params["b1"][layer], params["W2"][layer], tableau)
         states.append(h)
     return torch.stack(states) if return_states else h
+
+
+def student_steps(params: dict[str, torch.Tensor], tableau: ButcherTableau) -> list:
+    """The student's layers as steps ``h -> next h`` (layer ``k``: :func:`student_block` with its weights), for
+    :mod:`resflow.analysis.interventions`; ``run_steps(student_steps(p, t), rmsnorm(x))`` is
+    ``student_forward(p, x, t)``."""
+    return [lambda h, k=k: student_block(h, params["W1"][k], params["b1"][k], params["W2"][k], tableau)
+            for k in range(params["W1"].shape[0])]
 
 
 def student_layer_steps(params: dict[str, torch.Tensor], states: torch.Tensor, tableau: ButcherTableau) -> torch.Tensor:

@@ -12,6 +12,7 @@ module         function                         command
 ``sweep``      :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
 ``bench``      :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
 ``report``     :func:`report_run`               ``resflow report`` (Markdown tables of a run)
+``intervene``  :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
 ``stores``     :func:`check_store`              ``resflow store check`` (each kind checked by its writer)
 =============  ===============================  =============================================
 
@@ -24,6 +25,7 @@ from .bench import BenchResult, bench_engine
 from .compare import Comparison, compare_stores
 from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
 from .fit import RunFits, fit_store
+from .intervene import InterventionRun, intervene_models, intervene_teacher
 from .llm import LLMFitResult, fit_llm_table
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run
@@ -35,5 +37,6 @@ __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
-    "BenchResult", "bench_engine", "report_run", "check_store",
+    "BenchResult", "bench_engine", "report_run", "check_store", "InterventionRun", "intervene_models",
+    "intervene_teacher",
 ]

@@ -1,0 +1,94 @@
+"""Interventions across depth on models: what ``resflow intervene`` calls.
+
+A model is a resflow teacher (``teacher:tied``, ``teacher:grouped:4``, ...: lesion, rescaled lesion,
+swap and a trace that restores each layer's clean update, on Gaussian inputs) or a HuggingFace model
+(a directory or a name in the local hub cache: lesion, swap and ROME's causal trace on one prompt).
+Each model becomes one ``intervention`` record (``resflow.analysis.intervention_dataset``: the same
+schema for both); nothing is written until every model is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import xarray as xr
+
+from ..analysis.interventions import intervention_dataset, lesion, swap, trace
+from ..dynamics import rmsnorm
+from ..errors import ConfigError
+from ..provenance import provenance
+from ..store import Store
+from ..training.engine import resolve_device
+from ..training.teacher import Teacher
+from .probe import TEACHER_PREFIX
+
+__all__ = ["InterventionRun", "intervene_teacher", "intervene_models", "STUDY_PROMPT"]
+
+#: the study's Fig. 6 prompt, target and subject (after ROME)
+STUDY_PROMPT = ("The Space Needle is in downtown", " Seattle", "The Space Needle")
+TOY_NOISE = 3.0  # the corruption of a toy input: Gaussian noise of 3 times the inputs' unit std, as ROME
+
+
+@dataclass(frozen=True)
+class InterventionRun:
+    """One ``intervention`` record per model, in the order given."""
+
+    datasets: tuple[xr.Dataset, ...]
+    records: tuple[str, ...]
+
+
+@torch.no_grad()
+def intervene_teacher(spec: str, *, n_inputs: int = 1024, seed: int = 0, **overrides) -> xr.Dataset:
+    """Lesion (plain and rescaled), swap and trace (clean update restored) every layer of a resflow teacher,
+    on ``n_inputs`` Gaussian inputs; the damage is the mean square change of its normalised output."""
+    teacher = Teacher(spec, **overrides)
+    gen = torch.Generator().manual_seed(seed)
+    x = teacher.sample_inputs(n_inputs, seed=gen)
+    noisy = x + TOY_NOISE * teacher.sample_inputs(n_inputs, seed=gen)
+    steps, h0 = teacher.stack.layer_steps(), rmsnorm(x)
+    kw = dict(readout=rmsnorm)
+    traced = trace(steps, h0, rmsnorm(noisy), restore="update", **kw)
+    return intervention_dataset(
+        model=f"{TEACHER_PREFIX}{spec}", measure="damage", depth=teacher.depth,
+        lesion=lesion(steps, h0, **kw).value, lesion_rescaled=lesion(steps, h0, rescale=True, **kw).value,
+        swap=swap(steps, h0, **kw).value, trace=traced.value,
+        attrs={"inputs": str(n_inputs), "corruption": f"x + {TOY_NOISE:g} N(0, I)", "trace_measure":
+               "recovered share of the clean output (clean update of layer l restored)",
+               "corrupted_damage": traced.attrs["corrupted_damage"], "seed": str(seed)})
+
+
+def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], target: str = STUDY_PROMPT[1],
+                     subject: str | None = STUDY_PROMPT[2], interventions: Sequence[str] = ("lesion", "swap", "trace"),
+                     n_inputs: int = 1024, device: str = "auto", seed: int = 0, out: Path | str = "results",
+                     progress: Callable[[str, int, int], None] | None = None) -> InterventionRun:
+    """Intervene on every model and write one ``intervention`` record each into the store ``out``."""
+    if not models:
+        raise ConfigError("models must name at least one model or teacher (e.g. teacher:tied).")
+    report = progress or (lambda model, done, total: None)
+    datasets = []
+    for k, name in enumerate(models):
+        report(name, k, len(models))
+        if name.startswith(TEACHER_PREFIX):
+            ds = intervene_teacher(name[len(TEACHER_PREFIX):], n_inputs=n_inputs, seed=seed)
+        else:
+            from ..llm.interventions import intervene_model
+
+            result = intervene_model(name, prompt, target=target, subject=subject, interventions=interventions,
+                                     device=resolve_device(device), seed=seed)
+            ds = intervention_dataset(
+                model=result.model, measure=result.measure, depth=result.depth, lesion=result.lesion,
+                swap=result.swap, trace=result.trace, tokens=result.tokens if result.trace is not None else None,
+                attrs={"prompt": prompt, "target": target, "subject": subject or "", "clean": f"{result.clean:.6g}",
+                       "corrupt": f"{result.corrupt:.6g}", "corrupted_positions": str(result.subject),
+                       "seed": str(seed)})
+        datasets.append(ds)
+    report("", len(models), len(models))
+    store = Store.open(out, create=True)
+    records = []
+    for ds in datasets:
+        ds.attrs.update(provenance({"model": ds.attrs["model"], "seed": seed}))
+        records.append(store.write(ds, kind="intervention", name=ds.attrs["model"].replace("/", "-")))
+    return InterventionRun(tuple(datasets), tuple(records))
