@@ -132,7 +132,8 @@ API_CASES = {
                {"experiment": bad_name(resflow.experiments.registered()), "preset": bad_name(("cpu", "paper"))}),
     "ScalingFitSettings": (ScalingFitSettings, {}, {
         "loss": bad_name(("huber", "squared")), "huber_delta": bad_real(0.0), "n_starts": bad_int(1),
-        "exclude_top": bad_int(0), "depth_offset": bad_real(0.0, low_ok=True),
+        "exclude_top": bad_int(0).filter(lambda v: v is not None),  # None: the study's cut on its table only
+        "depth_offset": bad_real(0.0, low_ok=True),
     }),
     "FitSettings": (resflow.FitSettings, {}, {"confidence": bad_real(0.0, 1.0, high_ok=False),
                                               "bootstrap_samples": bad_int(1), "drift_tolerance": bad_real(0.0),

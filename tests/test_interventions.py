@@ -283,3 +283,72 @@ def test_intervene_refuses_bad_specs_in_one_line_and_writes_nothing(tmp_path, ti
     result = CliRunner().invoke(app, ["intervene", *args, "--inputs", "16", "--out", str(out)])
     assert result.exit_code == 2 and message in " ".join(result.output.split()) and "Traceback" not in result.output
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------- trained students
+
+
+def test_every_trained_student_of_a_run_gets_its_own_profiles(tmp_path):
+    from resflow.training import Teacher, TrainConfig, train
+    from resflow.training.hidden import METRIC_BATCH, METRIC_SEED
+    from resflow.workflows.intervene import TOY_NOISE, student_interventions
+
+    teachers = {t: Teacher(t, width=8, depth=8, vocab=8, seed=0) for t in ("tied", "independent")}
+    specs = [StudentSpec(t, "euler", d, 0) for t in teachers for d in (1, 2, 4)]
+    config = TrainConfig(steps=30, batch=16, eval_every=15, eval_batches=1, eval_batch_size=32, dtype="float64")
+    result = train(specs, teachers, config, seed=0, keep_parameters=True)
+    profiles = student_interventions(result, "float64")
+    assert set(profiles) == {"lesion", "lesion_rescaled", "swap", "trace"}
+    gen = torch.Generator().manual_seed(METRIC_SEED)
+    x = torch.randn((METRIC_BATCH, 8), generator=gen, dtype=torch.float64)
+    noisy = x + TOY_NOISE * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    for i, spec in enumerate(result.specs):
+        steps = student_steps(result.extra["parameters"][spec], get_tableau("euler"))
+        np.testing.assert_array_equal(profiles["lesion"][i, :spec.depth], lesion(steps, rmsnorm(x), readout=rmsnorm).value)
+        by_update = trace(steps, rmsnorm(x), rmsnorm(noisy), restore="update", readout=rmsnorm).value
+        np.testing.assert_array_equal(profiles["trace"][i, :spec.depth], by_update)
+        assert np.all(np.isnan(profiles["lesion"][i, spec.depth:]))  # padded beyond the student's depth
+        assert np.isnan(profiles["swap"][i, spec.depth - 1])  # the last layer has no successor
+    assert not np.array_equal(profiles["lesion"][0, :1], profiles["lesion"][3, :1])  # its own weights
+
+
+def test_intervention_exponents_recover_known_depth_laws_with_replicate_intervals():
+    import xarray as xr
+
+    from resflow.analysis import intervention_exponents
+
+    depths, reps, layers = np.array([2, 4, 8, 16]), 4, 16
+    rng = np.random.default_rng(0)
+    noise = np.exp(0.05 * rng.standard_normal((len(depths), reps, 3)))
+    values = np.full((1, 1, len(depths), reps, 1, layers), np.nan)
+    data = {}
+    for k, (name, alpha) in enumerate((("lesion", 2.0), ("lesion_rescaled", 4.0), ("swap", 6.0))):
+        one = values.copy()
+        for i, d in enumerate(depths):
+            one[0, 0, i, :, 0, :d] = (d ** -alpha * noise[i, :, k])[:, None]
+        data[name] = (("target", "scheme", "depth", "replicate", "length", "layer"), one)
+    ds = xr.Dataset(data, coords={"target": ["t"], "scheme": ["euler"], "depth": depths, "replicate": range(reps),
+                                  "length": [1.0], "layer": range(layers)})
+    e = intervention_exponents(ds, "t", confidence=0.999)  # three intervals: each may miss 1 in 1000
+    for name, alpha in (("lesion", 2.0), ("lesion_rescaled", 4.0), ("swap", 6.0)):
+        assert e[name].low < alpha < e[name].high and e[name].high - e[name].low < 0.5, name
+    assert e["repair"].value == pytest.approx(16.0**-2, rel=0.2)
+
+
+def test_compare_puts_toy_students_and_models_side_by_side(tmp_path):
+    import resflow
+    from resflow.workflows import compare_stores, intervene_models
+
+    tiny = ["train.steps=30", "train.eval_every=15", "train.eval_batches=1", "train.eval_batch_size=32",
+            "train.batch=16", "width=6", "teacher_depth=8", "vocab=8", "depths=2,4,8", "replicates=2",
+            "train.device=cpu"]
+    out = tmp_path / "s"
+    resflow.run_experiment(resflow.preset("smooth-vs-rough", "cpu").with_overrides(tiny), out=out)
+    intervene_models(["teacher:tied"], n_inputs=64, out=out)
+    rows = compare_stores([out]).interventions
+    assert [(r.source, r.name) for r in rows] == [("toy run", "independent student"), ("toy run", "tied student"),
+                                                  ("model", "teacher:tied")]
+    toy = {r.name: r for r in rows}
+    assert toy["independent student"].depth == 8 and toy["teacher:tied"].depth == 128
+    assert toy["teacher:tied"].swap_share == 0.0 and toy["teacher:tied"].repair < 1e-2
+    assert all(r.flatness >= 1.0 for r in rows)

@@ -12,7 +12,14 @@ from typer.testing import CliRunner
 
 from resflow import ConfigError, ShapeError
 from resflow.analysis.metrics import token_metrics
-from resflow.analysis.probes import QUANTILES, ProbeAccumulator, early_stop_fraction, probe_states, step_size_slope
+from resflow.analysis.probes import (
+    QUANTILES,
+    ProbeAccumulator,
+    angle_early_stop_fraction,
+    early_stop_fraction,
+    probe_states,
+    step_size_slope,
+)
 from resflow.cli import app
 from resflow.workflows import probe_teacher
 
@@ -64,6 +71,22 @@ def test_early_stop_fraction_finds_a_stopping_cluster():
                       + 0.05 * gen.standard_normal((200, layers)))
     assert early_stop_fraction(even) == 0.0
     assert early_stop_fraction(np.concatenate([even, stopping])) == pytest.approx(0.4, abs=0.02)
+
+
+def test_the_studys_angle_clustering_finds_tokens_whose_angles_fall_off_and_differs_from_update_sizes():
+    """Planted: 95% of tokens turn by a uniform angle at every layer, 5% turn early and then not at all.
+    Scaling a token's update sizes (not its angles) moves it in the update-size clustering only."""
+    gen = np.random.default_rng(1)
+    layers = 16
+    uniform = np.abs(0.3 + 0.03 * gen.standard_normal((950, layers)))
+    stop = np.abs(np.concatenate([0.6 * np.ones((50, 8)), 0.01 * np.ones((50, 8))], axis=1)
+                  + 0.03 * gen.standard_normal((50, layers)))
+    assert angle_early_stop_fraction(uniform) == 0.0
+    assert angle_early_stop_fraction(np.concatenate([uniform, stop])) == pytest.approx(0.05, abs=0.01)
+    # update sizes that shrink late for 30% of the tokens while every angle stays uniform
+    sizes = np.concatenate([np.ones((700, layers)), np.repeat([[1.0] * 8 + [0.02] * 8], 300, axis=0)])
+    assert early_stop_fraction(sizes) == pytest.approx(0.3, abs=0.01)
+    assert angle_early_stop_fraction(np.abs(0.3 + 0.03 * gen.standard_normal((1000, layers)))) == 0.0
 
 
 @pytest.fixture(scope="module")

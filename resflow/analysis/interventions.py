@@ -37,7 +37,8 @@ from .._validate import check_choice
 from ..errors import ConfigError, ShapeError
 
 __all__ = ["Step", "InterventionProfile", "run_steps", "lesion", "swap", "trace", "INTERVENTIONS",
-           "intervention_dataset"]
+           "intervention_dataset", "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
+           "InterventionRow", "intervention_rows"]
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 INTERVENTIONS = ("lesion", "lesion-rescaled", "swap", "trace")
@@ -206,3 +207,110 @@ def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, l
         coords["token_text"] = ("token", [str(t) for t in tokens], {"long_name": "the token"})
     return xr.Dataset(data, coords=coords, attrs={**(attrs or {}), "model": model, "measure": measure,
                                                   "depth": str(depth)})
+
+
+#: the profiles every stack gets (``toy-run`` records hold them per trained student; ``intervention`` records
+#: per model): name -> (long name, units)
+PROFILE_LABELS = {
+    "lesion": ("damage of skipping layer l (mean square change of the normalised output)", "1"),
+    "lesion_rescaled": ("damage of skipping layer l, the other updates lengthened by ell/(ell - 1)", "1"),
+    "swap": ("damage of running layers l and l + 1 in the other order", "1"),
+    "trace": ("recovered share of the clean output, input corrupted, the clean update of layer l restored", "1"),
+}
+
+
+def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *,
+                   readout: Callable | None = None) -> dict[str, np.ndarray]:
+    """Every profile of :data:`PROFILE_LABELS` for one stack, each of length :math:`\\ell` (``swap``: NaN at the
+    last layer; a one-layer stack has NaN for the rescaled lesion and the swap)."""
+    depth = len(steps)
+    out = {"lesion": lesion(steps, h0, readout=readout).value,
+           "trace": trace(steps, h0, corrupt, restore="update", readout=readout).value}
+    nan = np.full(depth, np.nan)
+    out["lesion_rescaled"] = lesion(steps, h0, rescale=True, readout=readout).value if depth > 1 else nan
+    out["swap"] = np.append(swap(steps, h0, readout=readout).value, np.nan) if depth > 1 else nan
+    return out
+
+
+def intervention_exponents(ds, target: str, *, confidence: float = 0.95) -> dict:
+    """How the interventions on one target's trained students (full length, first scheme and temperature,
+    plain students, every replicate) scale with depth: intervals over replicates
+    (:func:`resflow.analysis.intervals.over_replicates`) of the exponents of the layer-mean damage,
+    :math:`D \\propto \\ell^{-\\alpha}`, of ``lesion``, ``lesion_rescaled`` and ``swap``, and ``repair``: the
+    rescaled over the plain lesion damage at the deepest depth (ensemble: the noise share of a layer's update,
+    of order 1; a smooth flow: near 0).  Depths below 2 are left out (no rescaling, no swap)."""
+    from ..loglog import slopes
+    from ..records import upgrade_run
+    from .intervals import over_replicates
+
+    one = upgrade_run(ds).sel(target=target, length=ds["length"].max(), student_groups=0).isel(scheme=0,
+                                                                                                temperature=0)
+    one = one.sel(depth=[d for d in one["depth"].values if d >= 2])
+    depths = np.asarray(one["depth"].values, float)
+    names = ("lesion", "lesion_rescaled", "swap")
+    means = np.stack([one[name].mean("layer", skipna=True).transpose("replicate", "depth").values
+                      for name in names], axis=-1)[..., None]  # (replicate, depth, 3, 1)
+
+    def exponent(column):
+        return lambda r: float(slopes(depths, r[:, column, 0])) if np.all(r[:, column, 0] > 0) else np.nan
+
+    out = {name: over_replicates(exponent(k), means, confidence=confidence) for k, name in enumerate(names)}
+    out["repair"] = over_replicates(lambda r: float(r[-1, 1, 0] / r[-1, 0, 0]), means, confidence=confidence)
+    return out
+
+
+@dataclass(frozen=True)
+class InterventionRow:
+    """One stack's interventions in scale-free numbers, comparable across toys and transformers: the mean
+    lesion damage (a causal LM: the target probability lost), its profile's max over mean (1: every layer
+    alike), the swap over the lesion damage, and the rescaled over the plain lesion damage (toys)."""
+
+    source: str  # "toy run" or "model"
+    name: str
+    depth: int
+    measure: str
+    lesion_mean: float
+    flatness: float
+    swap_share: float
+    repair: float
+    record: str
+
+    def to_json(self) -> dict:
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+def _row(source, name, depth, measure, lesion_values, swap_values, rescaled_values, record) -> InterventionRow:
+    lost = np.asarray(lesion_values, float)
+    mean = float(np.nanmean(lost)) if np.isfinite(lost).any() else float("nan")
+    swap_mean = float(np.nanmean(swap_values)) if swap_values is not None and np.isfinite(swap_values).any() else \
+        float("nan")
+    rescaled = float(np.nanmean(rescaled_values)) if rescaled_values is not None else float("nan")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return InterventionRow(source, name, int(depth), measure, mean, float(np.nanmax(np.abs(lost)) / abs(mean)),
+                               swap_mean / mean, rescaled / mean, record)
+
+
+def intervention_rows(ds, record: str) -> list[InterventionRow]:
+    """The :class:`InterventionRow` of an ``intervention`` record, or one per target of a ``toy-run`` record with
+    intervention profiles (its deepest students: full length, plain, first scheme, replicate means)."""
+    if "replicate" not in ds.dims:  # an intervention record
+        lesion_values, swap_values = ds["lesion"].values if "lesion" in ds else [np.nan], \
+            ds["swap"].values if "swap" in ds else None
+        if ds.attrs.get("measure") == "probability":
+            clean = float(ds.attrs.get("clean", "nan"))
+            lesion_values = clean - np.asarray(lesion_values, float)
+            swap_values = None if swap_values is None else clean - np.asarray(swap_values, float)
+        rescaled = ds["lesion_rescaled"].values if "lesion_rescaled" in ds else None
+        return [_row("model", ds.attrs.get("model", record), int(ds.attrs.get("depth", ds.sizes["layer"])),
+                     ds.attrs.get("measure", "damage"), lesion_values, swap_values, rescaled, record)]
+    from ..records import upgrade_run
+
+    if "lesion" not in ds:
+        return []
+    one = upgrade_run(ds)
+    one = one.sel(length=one["length"].max(), student_groups=0).isel(scheme=0, temperature=0)
+    deepest = int(one["depth"].max())
+    one = one.sel(depth=deepest).mean("replicate")
+    return [_row("toy run", f"{target} student", deepest, "damage", one["lesion"].sel(target=target).values,
+                 one["swap"].sel(target=target).values, one["lesion_rescaled"].sel(target=target).values, record)
+            for target in one["target"].values]

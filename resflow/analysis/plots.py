@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["new_figure", "colors", "full_length", "plot_flow_demo", "save_figure", "plot_loss_vs_depth",
-           "plot_training_curves", "plot_student_angles", "plot_experiment"]
+           "plot_training_curves", "plot_lesion_profiles", "plot_interventions", "plot_student_angles",
+           "plot_experiment"]
 
 FOOTER_ROOM = 0.03  # fraction of the figure height kept free for the provenance footer
 
@@ -222,11 +223,75 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     return ax
 
 
+def plot_lesion_profiles(ds: xr.Dataset, ax=None):
+    """Damage of skipping layer l of the trained students against l/ℓ (the study's Fig. 6 axis), each
+    profile divided by its mean over layers (flat: every layer matters alike, as in an ensemble or an
+    autonomous flow), one colour per teacher, lighter for shallower students; replicate means, full length."""
+    if ax is None:
+        _, (ax,) = new_figure()
+    damage = full_length(ds)["lesion"].isel(scheme=0, student_groups=0, temperature=0).mean("replicate")
+    depths = [int(d) for d in damage["depth"].values if d >= 2]
+    palette = colors("tab10", damage.sizes["target"])
+    for color, target in zip(palette, damage["target"].values, strict=True):
+        for k, depth in enumerate(depths):
+            values = damage.sel(target=target, depth=depth).values[:depth]
+            ax.plot(np.arange(depth) / depth, values / np.nanmean(values), "o-", ms=2.5, lw=1, color=color,
+                    alpha=0.35 + 0.65 * (k + 1) / len(depths), label=f"{target}" if k == len(depths) - 1 else None)
+    ax.axhline(1.0, color="0.6", ls=":", lw=0.8)
+    ax.set(xlabel="position of the skipped layer l/ℓ", ylabel="damage / its mean over layers",
+           title=f"trained students: skipping one layer (depths {', '.join(map(str, depths))})"
+                 + _structure_note(ds))
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_interventions(datasets):
+    """``intervention`` records side by side (the study's Fig. 6 in manner): left, the damage of skipping
+    layer l against l/ℓ, each model's profile over its mean (a causal LM: the fall of the target's
+    probability); right, the trace of the last transformer (the measure with the clean input of layer l at
+    each token restored), or the toys' recovered share against l/ℓ."""
+    fig, (left, right) = new_figure(2, figsize=(12, 4.6))
+    palette = colors("tab10", max(len(datasets), 1))
+    tokens = [ds for ds in datasets if "token_text" in ds.coords and ds.sizes.get("token", 1) > 1]
+    for color, ds in zip(palette, datasets, strict=False):
+        if "lesion" not in ds:
+            continue
+        values = ds["lesion"].values
+        if ds.attrs.get("measure") == "probability":
+            values = float(ds.attrs.get("clean", "nan")) - values  # the probability lost
+        left.plot(ds["position"].values, values / np.nanmean(values), "o-", ms=2.5, lw=1, color=color,
+                  label=f"{ds.attrs['model']} (ℓ = {ds.attrs['depth']})")
+        if not tokens and "trace" in ds:
+            right.plot(ds["position"].values, ds["trace"].values[:, 0], "o-", ms=2.5, lw=1, color=color,
+                       label=ds.attrs["model"])
+    left.axhline(1.0, color="0.6", ls=":", lw=0.8)
+    left.set(xlabel="position of the skipped layer l/ℓ", ylabel="damage / its mean over layers",
+             title="skipping one layer")
+    left.legend(fontsize=7)
+    if tokens:
+        ds = tokens[-1]
+        image = right.imshow(ds["trace"].values.T, aspect="auto", origin="upper", cmap="viridis")
+        what = "probability of the target" if ds.attrs["measure"] == "probability" else "damage: low is recovered"
+        right.set(yticks=range(ds.sizes["token"]), yticklabels=[str(t) for t in ds["token_text"].values],
+                  xlabel="layer l whose input is restored", title=f"causal trace: {ds.attrs['model']} ({what})")
+        fig.colorbar(image, ax=right)
+    else:
+        right.set(xlabel="position l/ℓ of the restored update", ylabel="recovered share",
+                  title="trace: the clean update of layer l restored")
+        right.legend(fontsize=7)
+    return fig
+
+
 def plot_experiment(ds: xr.Dataset, fits):
-    """The standard three-panel figure of a run."""
+    """The standard figure of a run: loss vs depth, training curves, angles, and (when the record has them)
+    the lesion profiles of the trained students."""
     ds = checked_run(ds)
-    fig, axes = new_figure(3, figsize=(16, 4.8))
+    lesions = "lesion" in ds and ds["depth"].max() >= 2
+    fig, axes = new_figure(4 if lesions else 3, figsize=(21 if lesions else 16, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])
     plot_training_curves(ds, axes[1])
     plot_student_angles(ds, axes[2])
+    if lesions:
+        plot_lesion_profiles(ds, axes[3])
     return fig

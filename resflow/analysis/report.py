@@ -12,6 +12,7 @@ import xarray as xr
 
 from ..records import SERIES_DIMS, checked_run, is_kl
 from .fits import fit_dataset
+from .interventions import intervention_exponents
 from .tracking import accumulation_exponents
 
 __all__ = ["run_tables"]
@@ -96,6 +97,18 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
             e = accumulation_exponents(ds, str(target))
             lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
                                                         ("coherence", "output_error", "implied", "local_share")) + " |")
+    if "lesion" in ds and ds.sizes["depth"] > 2:
+        lines += ["", "Interventions on the trained students (full length, replicate intervals; "
+                  "resflow.analysis.interventions): exponents of the layer-mean damage D ∝ ℓ^-α of skipping a layer, "
+                  "of skipping it with the others lengthened by ℓ/(ℓ−1), of swapping two adjacent layers; and the "
+                  "repair, rescaled over plain damage at the deepest depth (ensemble: the noise share of a layer, "
+                  "of order 1; smooth flow: near 0; laws: resflow theory lesion-ensemble ... swap-flow):", "",
+                  "| teacher | lesion α [95%] | rescaled lesion α [95%] | swap α [95%] | repair at "
+                  f"ℓ = {int(ds['depth'].values[-1])} [95%] |", "|---|---|---|---|---|"]
+        for target in ds["target"].values:
+            e = intervention_exponents(ds, str(target))
+            lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
+                                                        ("lesion", "lesion_rescaled", "swap", "repair")) + " |")
     if "path_time" in ds and not is_kl(ds):
         full = plain
         lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "

@@ -113,6 +113,16 @@ def compare(
             converged = "-" if r.converged is None else ("yes" if r.converged else "[red]no[/]")
             table.add_row(r.source, r.name, r.loss, r.scheme, f"{r.exponent:.2f}", interval, converged, r.regime)
         console.print(table)
+        if result.interventions:
+            inter = Table(title="Interventions across depth (docs/interventions.md): damage of skipping a layer, "
+                                "its profile's max over mean, swap and rescaled lesion over it")
+            for column in ("source", "stack", "layers", "measure", "lesion", "max/mean", "swap/lesion",
+                           "rescaled/lesion"):
+                inter.add_column(column)
+            for r in result.interventions:
+                inter.add_row(r.source, r.name, str(r.depth), r.measure, f"{r.lesion_mean:.3g}", f"{r.flatness:.2f}",
+                              f"{r.swap_share:.3g}", "-" if r.repair != r.repair else f"{r.repair:.3g}")
+            console.print(inter)
         if result.unfitted:
             console.print(f"[yellow]not shown[/] (no fit record; `resflow fit STORE` fits them): "
                           f"{', '.join(result.unfitted)}", highlight=False)
@@ -150,13 +160,15 @@ def probe(
             return
         table = Table(title="Hidden-state probes (means over tokens; angles in degrees)")
         for column in ("model", "layers", "tokens", "median update angle, middle", "relative step, middle",
-                       "early-stop fraction", "last state after final norm"):
+                       "early-stop fraction (update sizes)", "early-stop fraction (study: PCA of angles)",
+                       "last state after final norm"):
             table.add_column(column)
         for r in run.results:
             s = r.summary()
             table.add_row(r.model, str(r.n_layers), str(r.n_tokens),
                           f"{np.degrees(s['median_update_angle_middle']):.1f}",
                           f"{s['relative_step_middle']:.4f}", f"{r.early_stop_fraction:.3f}",
+                          f"{r.angle_early_stop_fraction:.3f}",
                           {None: "-", True: "yes", False: "no"}[r.last_state_after_final_norm])
         console.print(table)
         if run.step_size_slope is not None:
@@ -204,7 +216,7 @@ def intervene(
             table.add_row(p["model"], str(p["depth"]), p["measure"], p.get("clean") or "-", mean("lesion"),
                           mean("lesion_rescaled"), mean("swap"), best)
         console.print(table)
-        console.print(f"wrote records {', '.join(run.records)} to {out}", highlight=False)
+        console.print(f"wrote records {', '.join(run.records)} to {out}; figure {run.figure}", highlight=False)
 
 
 def _intervention_json(ds, record: str) -> dict:

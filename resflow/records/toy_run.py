@@ -234,6 +234,7 @@ def merge_runs(store: Store, records: Sequence[str | RecordInfo]) -> xr.Dataset:
                 raise IncompatibleOptionsError(
                     f"records {names[i]} and {names[j]} both hold losses for the same cells (same target, depth, "
                     "replicate, ...); merge records of different cells, e.g. a sweep's cells or runs of other seeds.")
-    merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer")
+    merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer",
+                                  compat="no_conflicts")
     merged.attrs["merged_records"] = json.dumps(names)
     return merged

@@ -189,6 +189,15 @@ class Store:
         except Exception as exc:  # zarr raises many types on damaged data
             raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
 
+    def variables(self, record: str | RecordInfo) -> list[str]:
+        """The data variables of one record, read from its metadata (no data is loaded)."""
+        info = record if isinstance(record, RecordInfo) else self._info(record)
+        try:
+            with xr.open_zarr(info.path, consolidated=True) as ds:
+                return list(ds.data_vars)
+        except Exception as exc:  # zarr raises many types on damaged data
+            raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
+
     def _info(self, record_id: str) -> RecordInfo:
         for info in self.records():
             if info.id == record_id:

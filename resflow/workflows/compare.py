@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
 from ..analysis.fit_records import fits_from_dataset
+from ..analysis.interventions import InterventionRow, intervention_rows
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..llm.comparison import depth_part, fit_failure, llm_row
@@ -32,6 +33,7 @@ class Comparison:
     figure: Path
     unfitted: tuple[str, ...]
     failed: tuple[tuple[str, str], ...] = ()
+    interventions: tuple[InterventionRow, ...] = ()  # toy runs' trained students and intervention records
 
 
 def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = None,
@@ -45,10 +47,13 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
     if figure is not None and Path(figure).exists():
         raise ConfigError(f"{str(figure)!r} exists; choose a new file (nothing is overwritten).")
     toy, llm, parts, unfitted, failed, schemes = [], [], [], [], [], {"euler"}
+    interventions: list[InterventionRow] = []
     for k, store in enumerate(opened):
         report(str(store.path), k, len(opened))
         latest = latest_fit_records(store)
         for info in store.records(kind="toy-run"):
+            if "lesion" in store.variables(info):  # trained students' interventions (resflow 0.4 on)
+                interventions += intervention_rows(store.load(info), info.id)
             if info.id not in latest:
                 unfitted.append(info.id)
                 continue
@@ -65,9 +70,12 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
             data_id = fit.attrs.get("data_record")
             if data_id:
                 parts.append(depth_part(fit, store.load(data_id)))
+        for info in store.records(kind="intervention"):
+            interventions += intervention_rows(store.load(info), info.id)
     report("", len(opened), len(opened))
     rows = theory_rows(tuple(sorted(schemes))) + toy + llm
     path = Path(figure) if figure is not None else opened[0].work_dir("compare") / "compare.png"
     save_figure(comparison_figure(rows, parts), path,
                 provenance({"stores": [str(s) for s in stores]}, records=[r.record for r in rows]))
-    return Comparison(rows=tuple(rows), figure=path, unfitted=tuple(unfitted), failed=tuple(failed))
+    return Comparison(rows=tuple(rows), figure=path, unfitted=tuple(unfitted), failed=tuple(failed),
+                      interventions=tuple(interventions))

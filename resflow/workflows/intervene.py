@@ -13,19 +13,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import xarray as xr
 
-from ..analysis.interventions import intervention_dataset, lesion, swap, trace
-from ..dynamics import rmsnorm
+from ..analysis.interventions import PROFILE_LABELS, intervention_dataset, stack_profiles
+from ..analysis.plots import plot_interventions, save_figure
+from ..dynamics import get_tableau, rmsnorm
 from ..errors import ConfigError
 from ..provenance import provenance
 from ..store import Store
+from ..training.block import student_steps
 from ..training.engine import resolve_device
+from ..training.hidden import METRIC_BATCH, METRIC_SEED
 from ..training.teacher import Teacher
 from .probe import TEACHER_PREFIX
 
-__all__ = ["InterventionRun", "intervene_teacher", "intervene_models", "STUDY_PROMPT"]
+__all__ = ["InterventionRun", "intervene_teacher", "intervene_models", "student_interventions", "STUDY_PROMPT"]
 
 #: the study's Fig. 6 prompt, target and subject (after ROME)
 STUDY_PROMPT = ("The Space Needle is in downtown", " Seattle", "The Space Needle")
@@ -38,6 +42,7 @@ class InterventionRun:
 
     datasets: tuple[xr.Dataset, ...]
     records: tuple[str, ...]
+    figure: Path | None = None
 
 
 @torch.no_grad()
@@ -48,16 +53,33 @@ def intervene_teacher(spec: str, *, n_inputs: int = 1024, seed: int = 0, **overr
     gen = torch.Generator().manual_seed(seed)
     x = teacher.sample_inputs(n_inputs, seed=gen)
     noisy = x + TOY_NOISE * teacher.sample_inputs(n_inputs, seed=gen)
-    steps, h0 = teacher.stack.layer_steps(), rmsnorm(x)
-    kw = dict(readout=rmsnorm)
-    traced = trace(steps, h0, rmsnorm(noisy), restore="update", **kw)
+    profiles = stack_profiles(teacher.stack.layer_steps(), rmsnorm(x), rmsnorm(noisy), readout=rmsnorm)
     return intervention_dataset(
-        model=f"{TEACHER_PREFIX}{spec}", measure="damage", depth=teacher.depth,
-        lesion=lesion(steps, h0, **kw).value, lesion_rescaled=lesion(steps, h0, rescale=True, **kw).value,
-        swap=swap(steps, h0, **kw).value, trace=traced.value,
+        model=f"{TEACHER_PREFIX}{spec}", measure="damage", depth=teacher.depth, **profiles,
         attrs={"inputs": str(n_inputs), "corruption": f"x + {TOY_NOISE:g} N(0, I)", "trace_measure":
-               "recovered share of the clean output (clean update of layer l restored)",
-               "corrupted_damage": traced.attrs["corrupted_damage"], "seed": str(seed)})
+               "recovered share of the clean output (clean update of layer l restored)", "seed": str(seed)})
+
+
+def student_interventions(result, dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Every profile of :data:`resflow.analysis.PROFILE_LABELS` for every trained student of a run (its
+    parameters kept: ``train(..., keep_parameters=True)``), on the hidden-state metrics' fixed inputs,
+    NaN-padded to ``(n_students, max depth + 1)`` as the other per-layer metrics of a ``toy-run`` record."""
+    params = result.extra.get("parameters")
+    if not params:
+        return {}
+    width = next(iter(params.values()))["W1"].shape[-1]
+    gen = torch.Generator().manual_seed(METRIC_SEED)
+    x = torch.randn((METRIC_BATCH, width), generator=gen, dtype=getattr(torch, dtype))
+    noisy = x + TOY_NOISE * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    n, layers = len(result.specs), max(s.depth for s in result.specs) + 1
+    out = {name: np.full((n, layers), np.nan) for name in PROFILE_LABELS}
+    with torch.no_grad():
+        for i, spec in enumerate(result.specs):
+            student = {k: v.to(x.dtype) for k, v in params[spec].items()}
+            steps = student_steps(student, get_tableau(spec.scheme))
+            for name, values in stack_profiles(steps, rmsnorm(x), rmsnorm(noisy), readout=rmsnorm).items():
+                out[name][i, :spec.depth] = values
+    return out
 
 
 def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], target: str = STUDY_PROMPT[1],
@@ -91,4 +113,6 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
     for ds in datasets:
         ds.attrs.update(provenance({"model": ds.attrs["model"], "seed": seed}))
         records.append(store.write(ds, kind="intervention", name=ds.attrs["model"].replace("/", "-")))
-    return InterventionRun(tuple(datasets), tuple(records))
+    figure = save_figure(plot_interventions(datasets), store.work_dir("intervene") / "interventions.png",
+                         provenance({"models": list(models), "records": records}, seed=seed))
+    return InterventionRun(tuple(datasets), tuple(records), figure)

@@ -20,6 +20,7 @@ import xarray as xr
 from .._atomic import atomic_write
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
+from ..analysis.interventions import PROFILE_LABELS
 from ..analysis.plots import save_figure
 from ..analysis.probes import SIGNATURE_LABELS, state_signature
 from ..analysis.tracking import TRACKING_LABELS, tracking_metrics
@@ -36,6 +37,7 @@ from ..training.driver import train
 from ..training.engine import CHECKPOINT_NAME
 from ..training.hidden import METRIC_BATCH, METRIC_SEED
 from ..training.targets import teacher_key
+from .intervene import student_interventions
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "RECORD_NAME", "FIGURE_NAME",
            "FITS_NAME"]
@@ -103,9 +105,10 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
     result.hidden.update(teacher_tracking(result, teachers, config.train.dtype))
+    result.hidden.update(student_interventions(result, config.train.dtype))
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS})
+                       metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS, **PROFILE_LABELS})
     return result.steps_done, ds, prov
 
 
