@@ -352,3 +352,45 @@ def test_compare_puts_toy_students_and_models_side_by_side(tmp_path):
     assert toy["independent student"].depth == 8 and toy["teacher:tied"].depth == 128
     assert toy["teacher:tied"].swap_share == 0.0 and toy["teacher:tied"].repair < 1e-2
     assert all(r.flatness >= 1.0 for r in rows)
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5, 1.0])
+def test_trace_law_of_the_noisy_ensemble(rho):
+    """The state is (x, y): layer k adds Z_k x / depth to y and leaves x; Z_k equicorrelated rho along depth.
+    Corrupting x changes every update; restoring layer l's clean update recovers the law's share."""
+    depth, n, width = 8, 20000, 4
+    z = Equicorrelated(rho).sample(depth, (n, width, width), seed=1, base="gaussian", dtype=torch.float64)
+
+    def layer(k):
+        return lambda h: torch.cat([h[..., :width], h[..., width:] + (z[k] @ h[..., :width, None])[..., 0] / depth],
+                                   dim=-1)
+
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(n, width, generator=gen, dtype=torch.float64)
+    h0 = torch.cat([x, torch.zeros_like(x)], dim=-1)
+    corrupt = torch.cat([x + torch.randn(x.shape, generator=gen, dtype=x.dtype), torch.zeros_like(x)], dim=-1)
+    shares = trace([layer(k) for k in range(depth)], h0, corrupt, restore="update",
+                   readout=lambda h: h[..., width:]).value
+    expected = laws.evaluate("trace-ensemble", ell=depth, rho=rho)
+    # each mean square averages n * width Gaussian squares (relative SE sqrt(2/N)); the ratio's error is at
+    # most the sum of the two relative errors, times the unrecovered share
+    tolerance = Z * (1 - expected) * 2 * math.sqrt(2 / (n * width))
+    assert np.all(np.abs(shares - expected) < tolerance), (shares, expected, tolerance)
+
+
+def test_trace_law_of_a_discretised_flow_is_exact_for_the_scalar_linear_field():
+    depth = 16
+    steps, rates = scalar_flow(depth, lambda t: 1 + 2 * t)
+    gen = torch.Generator().manual_seed(3)
+    h0 = torch.randn(8, 4, generator=gen, dtype=torch.float64)
+    shares = trace(steps, h0, h0 + torch.randn(h0.shape, generator=gen, dtype=h0.dtype), restore="update").value
+    np.testing.assert_allclose(shares, [laws.evaluate("trace-flow", ell=depth, a=a) for a in rates], rtol=1e-10)
+
+
+def test_a_model_without_residual_layers_resflow_knows_is_refused_by_name(tiny_models, monkeypatch):
+    import resflow.llm.interventions as hf
+    from resflow.llm.interventions import intervene_model
+
+    monkeypatch.setattr(hf, "LAYERS", {})
+    with pytest.raises(ConfigError, match="model type 'llama' has no residual layers"):
+        intervene_model(tiny_models["llama"], PROMPT, target=TARGET, subject=SUBJECT)

@@ -55,6 +55,8 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "lesion-flow": interventions.derive_lesion_flow,
     "lesion-rescaled-flow": interventions.derive_lesion_rescaled_flow,
     "swap-flow": interventions.derive_swap_flow,
+    "trace-ensemble": interventions.derive_trace_ensemble,
+    "trace-flow": interventions.derive_trace_flow,
     "llm-depth-width": llm_scaling.derive,
 }
 """Law name -> derivation function."""

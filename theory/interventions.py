@@ -28,6 +28,13 @@ solved exactly (:math:`h_{k+1} = (1 + a_k/\ell) h_k`, :math:`a_k = a(k/\ell)`):
   \ell^{-\gamma}` give :math:`D \propto \ell^{-4-2\gamma}`: :math:`\ell^{-6}` for a smooth flow
   (:math:`\gamma = 1`), :math:`\ell^{-4}` for independent layers (:math:`\gamma = 0`).
 
+**Trace** (the input corrupted, the clean update of layer :math:`l` restored; :math:`R` the recovered
+share of the output's error): an ensemble whose corrupted updates differ by :math:`\delta_k`,
+equicorrelated :math:`\rho` along depth, recovers
+:math:`R = 1 - (\ell-1)(1 + (\ell-2)\rho)/(\ell(1 + (\ell-1)\rho))`, flat in :math:`l`
+(:math:`1/\ell` for independent effects, :math:`\approx 2/\ell` for identical ones); the scalar linear
+flow recovers :math:`R = 1 - \ell^2/(\ell + a_l)^2 \approx 2a(l/\ell)/\ell`, following the field's rate.
+
 So a single lesion costs :math:`\propto \ell^{-2}` in *both* regimes; what separates them is the
 rescaled lesion (the noise share :math:`\sigma^2(1-\rho)/(m^2+\sigma^2)` of a layer's update against
 the non-autonomy :math:`(a - \bar a)^2/a^2`) and the swap (exactly 0 against :math:`\ell^{-4-2\gamma}`).
@@ -40,7 +47,8 @@ import sympy as sp
 from ._law import Derivation
 
 __all__ = ["derive_lesion_ensemble", "derive_lesion_rescaled_ensemble", "derive_swap_ensemble",
-           "derive_lesion_flow", "derive_lesion_rescaled_flow", "derive_swap_flow"]
+           "derive_lesion_flow", "derive_lesion_rescaled_flow", "derive_swap_flow", "derive_trace_ensemble",
+           "derive_trace_flow"]
 
 ell = sp.Symbol("ell", positive=True)
 m, sigma, h = sp.symbols("m sigma h", positive=True)
@@ -156,4 +164,35 @@ def derive_swap_flow() -> Derivation:
         "= ell^-gamma (gamma = 1: a smooth flow, gamma = 0: independent layers).  The swap changes the product "
         "by [A_{l+1}, A_l]/ell^2 = delta [C, A]/ell^2; c is that commutator's size at the output.  Leading order.",
         REFERENCES, relation="proportional", steps=(("swapped - original", difference),),
+    )
+
+
+def derive_trace_ensemble() -> Derivation:
+    R = sp.Symbol("R")
+    kept = (ell - 1) * (1 + (ell - 2) * rho)  # Var of the sum of the other layers' error terms, over s^2
+    full = ell * (1 + (ell - 1) * rho)  # Var of the sum of all of them
+    share = (1 + 2 * (ell - 1) * rho) / (ell * (1 + (ell - 1) * rho))
+    assert sp.simplify(share - (1 - kept / full)) == 0
+    return Derivation(
+        "trace-ensemble", "Recovered share of restoring one layer's clean update in a noisy ensemble (flat in l)",
+        sp.Eq(R, share), (ell, rho), sp.factor(_exponent(share)),
+        "Layers whose updates do not read the stream; corrupting the input changes update k by delta_k, "
+        "delta equicorrelated rho along depth with equal variances; restoring layer l's clean update removes "
+        "delta_l.  R = 1 - E|sum_{k != l} delta_k|^2 / E|sum_k delta_k|^2, exact for every ell and l.",
+        REFERENCES, steps=(("independent effects (rho = 0)", sp.simplify(share.subs(rho, 0))),
+                           ("identical effects (rho = 1)", sp.simplify(share.subs(rho, 1)))),
+    )
+
+
+def derive_trace_flow() -> Derivation:
+    R = sp.Symbol("R")
+    share = 1 - ell**2 / (ell + a) ** 2  # the output error shrinks by 1/(1 + a_l/ell) when layer l's update is clean
+    leading = sp.series(share, ell, sp.oo, 2).removeO()
+    return Derivation(
+        "trace-flow", "Recovered share of restoring one layer's clean update in an Euler flow: 1 - ell^2/(ell + a)^2",
+        sp.Eq(R, share), (ell, a), _exponent(leading),
+        "Scalar linear field dh/dt = a(t) h, Euler steps; the input corrupted by any eta.  Layer l's clean update "
+        "keeps the state error e_l instead of (1 + a_l/ell) e_l, so the output error shrinks by 1/(1 + a_l/ell).  "
+        "Exact for this model; to leading order 2 a(l/ell)/ell, following the field's rate.",
+        REFERENCES, steps=(("leading order", leading),),
     )

@@ -99,7 +99,9 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
             from ..llm.interventions import intervene_model
 
             result = intervene_model(name, prompt, target=target, subject=subject, interventions=interventions,
-                                     device=resolve_device(device), seed=seed)
+                                     device=resolve_device(device), seed=seed,
+                                     progress=lambda what, done, total, k=k, name=name:
+                                     report(f"{name}: {what} {done}/{total}", k, len(models)))
             ds = intervention_dataset(
                 model=result.model, measure=result.measure, depth=result.depth, lesion=result.lesion,
                 swap=result.swap, trace=result.trace, tokens=result.tokens if result.trace is not None else None,
