@@ -27,20 +27,20 @@ def small_config(**kw):
 
 
 def key(spec):
-    return (spec.target, spec.scheme, spec.depth, spec.replicate, spec.groups,
+    return (spec.target, spec.scheme, spec.depth, spec.replicate, spec.weight_groups,
             None if math.isnan(spec.temperature) else spec.temperature)
 
 
 def test_layer_groups_are_contiguous_and_cover_every_layer():
     assert layer_groups(StudentSpec("tied", "euler", 8, 0)) is None
-    assert layer_groups(StudentSpec("tied", "euler", 8, 0, groups=4)).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
-    assert layer_groups(StudentSpec("tied", "euler", 2, 0, groups=4)).tolist() == [0, 1]  # min(K, depth) groups
-    assert layer_groups(StudentSpec("tied", "euler", 5, 0, groups=1)).tolist() == [0] * 5
+    assert layer_groups(StudentSpec("tied", "euler", 8, 0, weight_groups=4)).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert layer_groups(StudentSpec("tied", "euler", 2, 0, weight_groups=4)).tolist() == [0, 1]  # min(K, depth) groups
+    assert layer_groups(StudentSpec("tied", "euler", 5, 0, weight_groups=1)).tolist() == [0] * 5
 
 
 def test_a_shared_weight_starts_as_its_groups_first_layer_of_the_plain_draw():
     plain = init_student(StudentSpec("tied", "midpoint", 6, 1), 8, 32, 16)
-    shared = init_student(StudentSpec("tied", "midpoint", 6, 1, groups=2), 8, 32, 16)
+    shared = init_student(StudentSpec("tied", "midpoint", 6, 1, weight_groups=2), 8, 32, 16)
     for name in ("W1", "b1"):
         assert torch.equal(shared[name][:3], plain[name][0].expand_as(shared[name][:3]))
         assert torch.equal(shared[name][3:], plain[name][3].expand_as(shared[name][3:]))
@@ -53,7 +53,7 @@ def test_engine_trains_the_shared_model_the_reference_loop_defines(loss, head, t
     and indexes it (autograd sums): the same training, to float64 round-off."""
     tt = teachers("independent", "grouped:2")
     temperatures = temps or (math.nan,)
-    specs = [StudentSpec(t, sch, d, 0, T, groups=k) for t in tt for sch in ("euler", "midpoint") for d in (2, 4, 6)
+    specs = [StudentSpec(t, sch, d, 0, T, weight_groups=k) for t in tt for sch in ("euler", "midpoint") for d in (2, 4, 6)
              for k in (0, 2, 3) for T in temperatures]
     cfg = small_config(loss=loss, head=head, temperatures=temps)
     a, b = train(specs, tt, cfg, seed=3), train_reference(specs, tt, cfg, seed=3)
@@ -66,7 +66,7 @@ def test_engine_trains_the_shared_model_the_reference_loop_defines(loss, head, t
 
 def test_copies_of_a_shared_weight_stay_bit_equal_and_groups_differ():
     tt = teachers("grouped:4")
-    specs = [StudentSpec("grouped:4", "euler", d, 0, groups=4) for d in (4, 8)]
+    specs = [StudentSpec("grouped:4", "euler", d, 0, weight_groups=4) for d in (4, 8)]
     trainer = Trainer(specs, tt, small_config(dtype="float32"))
     state = trainer.init(0)
     for _ in range(30):
@@ -83,18 +83,18 @@ def test_copies_of_a_shared_weight_stay_bit_equal_and_groups_differ():
 
 def test_as_many_groups_as_layers_is_the_plain_student_bit_for_bit():
     tt = teachers("independent")
-    specs = [StudentSpec("independent", "euler", 4, 0, groups=g) for g in (0, 4, 9)]
+    specs = [StudentSpec("independent", "euler", 4, 0, weight_groups=g) for g in (0, 4, 9)]
     result = train(specs, tt, small_config(), seed=1)
-    losses = {s.groups: result.test_loss[i] for i, s in enumerate(result.specs)}
+    losses = {s.weight_groups: result.test_loss[i] for i, s in enumerate(result.specs)}
     assert np.array_equal(losses[0], losses[4]) and np.array_equal(losses[0], losses[9])
-    fewer = train([StudentSpec("independent", "euler", 4, 0, groups=2)], tt, small_config(), seed=1)
+    fewer = train([StudentSpec("independent", "euler", 4, 0, weight_groups=2)], tt, small_config(), seed=1)
     assert not np.array_equal(fewer.test_loss[0], losses[0])
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "2", True])
-def test_bad_groups_are_named(bad):
-    with pytest.raises(ConfigError, match="groups"):
-        StudentSpec("tied", "euler", 4, 0, groups=bad)
+def test_bad_weight_groups_are_named(bad):
+    with pytest.raises(ConfigError, match="weight_groups"):
+        StudentSpec("tied", "euler", 4, 0, weight_groups=bad)
 
 
 # ------------------------------------------------------------------ configuration, results, fits
@@ -107,7 +107,7 @@ def test_experiment_config_trains_each_structure_and_keeps_the_plain_dict():
     assert "student_groups" not in plain.to_dict()  # the run ids and sweep ids of plain runs are unchanged
     both = plain.with_overrides(["student_groups=4,0"])
     assert both.student_groups == (0, 4) and both.to_dict()["student_groups"] == (0, 4)
-    assert sorted({s.groups for s in both.student_specs()}) == [0, 4]
+    assert sorted({s.weight_groups for s in both.student_specs()}) == [0, 4]
     assert len(both.student_specs()) == 2 * len(plain.student_specs())
     for bad, match in (("student_groups=-1", "student_groups"), ("student_groups=2,2", "distinct"),
                        ("student_groups=x", "student_groups")):
@@ -122,7 +122,7 @@ def test_runs_with_group_structured_students_have_a_student_groups_dimension_and
     from resflow.records import build_dataset
 
     tt = teachers("grouped:2")
-    specs = [StudentSpec("grouped:2", "euler", d, r, groups=g, length=length) for d in (2, 4) for r in (0, 1)
+    specs = [StudentSpec("grouped:2", "euler", d, r, weight_groups=g, length=length) for d in (2, 4) for r in (0, 1)
              for g in (0, 2) for length in (0.5, 1.0)]
     result = train(specs, tt, small_config(steps=40, dtype="float32"), state_metrics=state_signature)
     ds = build_dataset(result, loss="mse", targets=["grouped:2"], attrs={}, metric_labels=SIGNATURE_LABELS)
@@ -186,7 +186,7 @@ def test_group_signature_of_a_trained_group_structured_student_turns_only_at_bou
     from resflow.records import build_dataset
 
     tt = teachers("grouped:4")
-    specs = [StudentSpec("grouped:4", "euler", 16, 0, groups=g) for g in (0, 4)]
+    specs = [StudentSpec("grouped:4", "euler", 16, 0, weight_groups=g) for g in (0, 4)]
     result = train(specs, tt, small_config(steps=60, dtype="float32"), state_metrics=state_signature)
     ds = build_dataset(result, loss="mse", targets=["grouped:4"], attrs={}, metric_labels=SIGNATURE_LABELS)
     sig = group_signature(ds, 4).isel(target=0, scheme=0, temperature=0, depth=0, replicate=0, length=0)
@@ -230,7 +230,7 @@ def test_a_plain_run_and_a_group_structured_run_merge_into_one_store_dataset(tmp
     store = Store.open(tmp_path / "s", create=True)
     records = []
     for groups in (0, 2):
-        specs = [StudentSpec("independent", "euler", d, 0, groups=groups) for d in (2, 4)]
+        specs = [StudentSpec("independent", "euler", d, 0, weight_groups=groups) for d in (2, 4)]
         ds = build_dataset(train(specs, tt, small_config(steps=20, dtype="float32")), loss="mse",
                            targets=["independent"], attrs={"experiment": "x"})
         records.append(store.write(ds, kind="toy-run", name="x"))
@@ -258,7 +258,7 @@ def test_merging_two_records_of_the_same_cells_is_refused(tmp_path):
     store = Store.open(tmp_path / "s", create=True)
     records = []
     for groups in ((0,), (0, 2)):
-        specs = [StudentSpec("independent", "euler", d, 0, groups=g) for d in (2, 4) for g in groups]
+        specs = [StudentSpec("independent", "euler", d, 0, weight_groups=g) for d in (2, 4) for g in groups]
         ds = build_dataset(train(specs, tt, small_config(steps=10, dtype="float32")), loss="mse",
                            targets=["independent"], attrs={"experiment": "x"})
         records.append(store.write(ds, kind="toy-run", name="x"))

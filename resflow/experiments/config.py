@@ -50,7 +50,7 @@ class ExperimentConfig:
     students of half its depth; a measurement of convergence, not the recipe).
     ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,
-    :attr:`resflow.training.StudentSpec.groups`); ``(0, 4)`` trains both, side by side.
+    :attr:`resflow.training.StudentSpec.weight_groups`); ``(0, 4)`` trains both, side by side.
     ``experiment`` names the registered experiment that draws the figure
     (:func:`resflow.experiments.registered`).
     """

@@ -60,7 +60,7 @@ class StudentLabels(Protocol):
 
     target: str
     scheme: str
-    groups: int
+    weight_groups: int
     temperature: float
     depth: int
     replicate: int
@@ -102,7 +102,7 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
     values = {
         "target": list(targets),
         "scheme": sorted({s.scheme for s in specs}),
-        "student_groups": sorted({s.groups for s in specs}),
+        "student_groups": sorted({s.weight_groups for s in specs}),
         "temperature": sorted({s.temperature for s in specs}) if kl else [UNUSED["temperature"]],
         "depth": sorted({s.depth for s in specs}),
         "replicate": sorted({s.replicate for s in specs}),
@@ -112,7 +112,7 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
     shape = [len(values[d]) for d in dims]
 
     def index(spec):
-        labels = (spec.target, spec.scheme, spec.groups, spec.temperature if kl else UNUSED["temperature"],
+        labels = (spec.target, spec.scheme, spec.weight_groups, spec.temperature if kl else UNUSED["temperature"],
                   spec.depth, spec.replicate, spec.length)
         return tuple(0 if d == "temperature" and not kl else values[d].index(v)
                      for d, v in zip(dims, labels, strict=True))

@@ -6,7 +6,7 @@ buffer is ``[layer 0: W1, b1, W2 | layer 1: ... | head]``; :meth:`StudentBank.la
 per-layer views of any buffer with that layout (parameters, gradients, Adam moments, learning
 rates).  Initial values come from :func:`resflow.training.block.init_student`, one student at a time.
 
-A bank of group-structured students (:attr:`~resflow.training.block.StudentSpec.groups`) keeps a copy of
+A bank of group-structured students (:attr:`~resflow.training.block.StudentSpec.weight_groups`) keeps a copy of
 a shared weight in every layer of its group; :meth:`StudentBank.sum_shared_gradients` replaces each copy's gradient
 by the sum over the group's copies -- the gradient of the shared weight -- so copies that start
 equal stay equal under Adam (elementwise).
@@ -33,7 +33,7 @@ class StudentBank:
         schemes = {s.scheme for s in specs}
         if len(schemes) != 1:
             raise ConfigError(f"a bank holds one scheme, got {sorted(schemes)}")
-        if len({s.groups == 0 for s in specs}) != 1:
+        if len({s.weight_groups == 0 for s in specs}) != 1:
             raise ConfigError("a bank holds plain or group-structured students, not both")
         self.tableau = get_tableau(specs[0].scheme)
         self.a, self.b, _ = self.tableau.as_floats()
@@ -46,7 +46,7 @@ class StudentBank:
         self._layer_sizes = [(c * s * h * d, c * s * h, c * s * d * h) for c in self.counts]
         self.head_size = len(self.specs) * vocab * width
         self.size = sum(map(sum, self._layer_sizes)) + self.head_size
-        self.shares_weights = self.specs[0].groups > 0
+        self.shares_weights = self.specs[0].weight_groups > 0
         if self.shares_weights:  # the slots (layer l, student i), layer by layer, and the shared weight each copies
             names: dict[tuple[int, int], int] = {}
             groups = [layer_groups(s) for s in self.specs]

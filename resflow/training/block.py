@@ -63,7 +63,7 @@ class StudentSpec:
         Its training length as a fraction of its budget (1: the whole budget; 0.25, 0.5: copies trained
         a quarter and half as long, each with the schedule compressed to its length, for the
         convergence verdict).
-    groups : int
+    weight_groups : int
         0 (a plain student): every layer has its own weights.  ``K >= 1`` (a group-structured
         student): its layers are split into ``min(K, depth)`` contiguous groups
         (:func:`layer_groups`) and the weights are shared within a group.
@@ -79,19 +79,20 @@ class StudentSpec:
     replicate: int
     temperature: float = float("nan")
     length: float = 1.0
-    groups: int = 0
+    weight_groups: int = 0
     budget: float = 1.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.groups, bool) or not isinstance(self.groups, int) or self.groups < 0:
-            raise ConfigError(f"groups must be 0 (every layer its own weights) or a number of weight groups >= 1; "
-                              f"got {self.groups!r}.")
+        if isinstance(self.weight_groups, bool) or not isinstance(self.weight_groups, int) or self.weight_groups < 0:
+            raise ConfigError(f"weight_groups must be 0 (every layer its own weights) or a number of weight groups "
+                              f">= 1; got {self.weight_groups!r}.")
         if isinstance(self.budget, bool) or not isinstance(self.budget, int | float) or not 0 < self.budget <= 1:
             raise ConfigError(f"budget must be a share of the run's steps in (0, 1]; got {self.budget!r}.")
 
     def __repr__(self) -> str:  # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
+        left_out = {"weight_groups": 0, "budget": 1}
         fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
-                  if not (f.name == "groups" and self.groups == 0) and not (f.name == "budget" and self.budget == 1)]
+                  if not (f.name in left_out and getattr(self, f.name) == left_out[f.name])]
         return f"StudentSpec({', '.join(fields)})"
 
     def steps(self, run_steps: int) -> int:
@@ -103,7 +104,7 @@ class StudentSpec:
         """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe),
         weight groups."""
         temp = -1.0 if math.isnan(self.temperature) else self.temperature
-        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp, self.groups)
+        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp, self.weight_groups)
 
 
 def student_seed(seed: int, scheme: str, depth: int) -> int:
@@ -116,9 +117,9 @@ def student_seed(seed: int, scheme: str, depth: int) -> int:
 def layer_groups(spec: StudentSpec) -> torch.Tensor | None:
     """The weight group of each of the student's layers (contiguous, :func:`resflow.noise.group_of` with
     ``min(groups, depth)`` groups), or None for a plain student (every layer its own weights)."""
-    if spec.groups == 0:
+    if spec.weight_groups == 0:
         return None
-    return group_of(spec.depth, min(spec.groups, spec.depth))
+    return group_of(spec.depth, min(spec.weight_groups, spec.depth))
 
 
 def first_layers(groups: torch.Tensor) -> torch.Tensor:

@@ -101,7 +101,7 @@ class Trainer:
                                self.device)
         # a bank per scheme, student structure (plain, or K weight groups), budget and training length
         def key(s: StudentSpec) -> tuple:
-            return s.scheme, s.groups, -s.budget, -s.length
+            return s.scheme, s.weight_groups, -s.budget, -s.length
 
         keys = sorted({key(s) for s in specs})
         self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab) for g in keys]
