@@ -54,10 +54,10 @@ def slopes(x, y) -> np.ndarray | float:
     float or numpy.ndarray of shape ``y.shape[:-1]``
     """
     logx, y = _log_axes(x, y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logy = np.where(y > 0, np.log(np.where(y > 0, y, 1.0)), np.nan)
     centred = logx - logx.mean()
-    slope = (logy - logy.mean(axis=-1, keepdims=True)) @ centred / (centred @ centred)
+    with np.errstate(divide="ignore", invalid="ignore"):  # an infinite entry: NaN for its row, silently
+        logy = np.where(y > 0, np.log(np.where(y > 0, y, 1.0)), np.nan)
+        slope = (logy - logy.mean(axis=-1, keepdims=True)) @ centred / (centred @ centred)
     return float(-slope) if np.ndim(slope) == 0 else -slope
 
 

@@ -337,7 +337,7 @@ def test_intervention_exponents_recover_known_depth_laws_with_replicate_interval
 
 def test_compare_puts_toy_students_and_models_side_by_side(tmp_path):
     import resflow
-    from resflow.workflows import compare_stores, intervene_models
+    from resflow.workflows import compare_stores, intervene_models, report_run
 
     tiny = ["train.steps=30", "train.eval_every=15", "train.eval_batches=1", "train.eval_batch_size=32",
             "train.batch=16", "width=6", "teacher_depth=8", "vocab=8", "depths=2,4,8", "replicates=2",
@@ -352,6 +352,9 @@ def test_compare_puts_toy_students_and_models_side_by_side(tmp_path):
     assert toy["independent student"].depth == 8 and toy["teacher:tied"].depth == 128
     assert toy["teacher:tied"].swap_share == 0.0 and toy["teacher:tied"].repair < 1e-2
     assert all(r.flatness >= 1.0 for r in rows)
+    text = report_run(out)  # the students' exponents beside the laws' (evaluated from the derivations)
+    assert "| law: noisy ensemble | 2.00 (lesion-ensemble) | 2.14 at ℓ = 8" in text
+    assert "6.00 smooth, 4.00 independent layers (swap-flow)" in text and "| tied | " in text
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.5, 1.0])

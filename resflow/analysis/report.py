@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .. import laws
 from ..records import SERIES_DIMS, checked_run, is_kl
 from .fits import fit_dataset
 from .interventions import intervention_exponents
@@ -109,6 +110,7 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
             e = intervention_exponents(ds, str(target))
             lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
                                                         ("lesion", "lesion_rescaled", "swap", "repair")) + " |")
+        lines += _intervention_laws(int(ds["depth"].values[-1]))
     if "path_time" in ds and not is_kl(ds):
         full = plain
         lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
@@ -120,3 +122,18 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                 lines.append(f"| {target} | {int(d)} | {', '.join(f'{t:.2f}' for t in times)} | "
                              f"{', '.join(f'{(i + 1) / d:.2f}' for i in range(int(d)))} |")
     return "\n".join(lines)
+
+
+def _intervention_laws(deepest: int) -> list[str]:
+    """The theory's rows of the interventions table, evaluated from the derivations (``theory/interventions.py``)."""
+    def alpha(name, **values):
+        return f"{float(laws.exponent(name, ell=deepest, **values)):.2f}"
+
+    return [f"| law: noisy ensemble | {alpha('lesion-ensemble', m=1.0, sigma=1.0)} (lesion-ensemble) | "
+            f"{alpha('lesion-rescaled-ensemble', sigma=1.0, rho=0.0)} at ℓ = {deepest} (lesion-rescaled-ensemble) | "
+            "no damage (swap-ensemble) | σ²(1−ρ)/(m²+σ²) · ℓ/(ℓ−1): of order 1 |",
+            f"| law: Euler flow | {alpha('lesion-flow', a=1.0, h=1.0)} (lesion-flow) | "
+            f"{alpha('lesion-rescaled-flow', a=1.0, abar=0.5, h=1.0)} (lesion-rescaled-flow; more where a = ā, "
+            f"4 for an autonomous field) | {alpha('swap-flow', c=1.0, gamma=1)} smooth, "
+            f"{alpha('swap-flow', c=1.0, gamma=0)} independent layers (swap-flow) | (a − ā)²/a²: 0 for an "
+            "autonomous field |"]
