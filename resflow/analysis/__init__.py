@@ -38,7 +38,6 @@ from .groups import (
 )
 from .intervals import ExponentInterval, exponent_interval
 from .interventions import (
-    INTERVENTIONS,
     PROFILE_LABELS,
     InterventionProfile,
     InterventionRow,
@@ -74,7 +73,7 @@ from .verdict import Verdict, convergence_verdict
 __all__ = [
     "exponent_difference",
     "run_tables",
-    "INTERVENTIONS", "InterventionProfile", "lesion", "swap", "trace", "run_steps", "intervention_dataset",
+    "InterventionProfile", "lesion", "swap", "trace", "run_steps", "intervention_dataset",
     "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
     "InterventionRow", "intervention_rows",
     "METRICS", "METRIC_LABELS", "angle", "step_angles", "update_angles", "token_metrics",

@@ -36,19 +36,18 @@ import torch
 from .._validate import check_choice
 from ..errors import ConfigError, ShapeError
 
-__all__ = ["Step", "InterventionProfile", "run_steps", "lesion", "swap", "trace", "INTERVENTIONS",
+__all__ = ["Step", "InterventionProfile", "run_steps", "lesion", "swap", "trace",
            "intervention_dataset", "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
            "InterventionRow", "intervention_rows"]
 
 Step = Callable[[torch.Tensor], torch.Tensor]
-INTERVENTIONS = ("lesion", "lesion-rescaled", "swap", "trace")
 
 
 @dataclass(frozen=True)
 class InterventionProfile:
     """One intervention's effect, layer by layer (``layer`` = :math:`l`, ``position`` = :math:`l/\\ell`)."""
 
-    intervention: str  # one of INTERVENTIONS
+    intervention: str  # a key of PROFILE_LABELS: lesion, lesion_rescaled, swap, trace
     depth: int
     layer: np.ndarray  # (n,) int
     value: np.ndarray  # (n,) damage D_l (lesion, swap) or recovered share (trace)
@@ -108,7 +107,7 @@ def lesion(steps: Sequence[Step], h0: torch.Tensor, *, rescale: bool = False, re
             nxt = h + scale * (nxt - h)
         nxt[k] = h[k]  # copy k skips layer k
         h = nxt
-    return InterventionProfile("lesion-rescaled" if rescale else "lesion", depth, np.arange(depth),
+    return InterventionProfile("lesion_rescaled" if rescale else "lesion", depth, np.arange(depth),
                                _damage(h, clean[None], readout), "damage", outputs=h if keep_outputs else None)
 
 
@@ -232,6 +231,14 @@ def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tenso
     return out
 
 
+def _plain_full_length(ds):
+    """A toy run's plain students of its first scheme and temperature, trained the whole run."""
+    from ..records import upgrade_run
+
+    one = upgrade_run(ds)
+    return one.sel(length=one["length"].max(), student_groups=0).isel(scheme=0, temperature=0)
+
+
 def intervention_exponents(ds, target: str, *, confidence: float = 0.95) -> dict:
     """How the interventions on one target's trained students (full length, first scheme and temperature,
     plain students, every replicate) scale with depth: intervals over replicates
@@ -240,11 +247,9 @@ def intervention_exponents(ds, target: str, *, confidence: float = 0.95) -> dict
     rescaled over the plain lesion damage at the deepest depth (ensemble: the noise share of a layer's update,
     of order 1; a smooth flow: near 0).  Depths below 2 are left out (no rescaling, no swap)."""
     from ..loglog import slopes
-    from ..records import upgrade_run
     from .intervals import over_replicates
 
-    one = upgrade_run(ds).sel(target=target, length=ds["length"].max(), student_groups=0).isel(scheme=0,
-                                                                                                temperature=0)
+    one = _plain_full_length(ds).sel(target=target)
     one = one.sel(depth=[d for d in one["depth"].values if d >= 2])
     depths = np.asarray(one["depth"].values, float)
     names = ("lesion", "lesion_rescaled", "swap")
@@ -303,12 +308,9 @@ def intervention_rows(ds, record: str) -> list[InterventionRow]:
         rescaled = ds["lesion_rescaled"].values if "lesion_rescaled" in ds else None
         return [_row("model", ds.attrs.get("model", record), int(ds.attrs.get("depth", ds.sizes["layer"])),
                      ds.attrs.get("measure", "damage"), lesion_values, swap_values, rescaled, record)]
-    from ..records import upgrade_run
-
     if "lesion" not in ds:
         return []
-    one = upgrade_run(ds)
-    one = one.sel(length=one["length"].max(), student_groups=0).isel(scheme=0, temperature=0)
+    one = _plain_full_length(ds)
     deepest = int(one["depth"].max())
     one = one.sel(depth=deepest).mean("replicate")
     return [_row("toy run", f"{target} student", deepest, "damage", one["lesion"].sel(target=target).values,

@@ -93,14 +93,11 @@ def _positions(tokenizer, ids: list[int], subject: str | None) -> list[int]:
     """Token positions of ``subject`` in the prompt (its last occurrence), or [] without a subject."""
     if not subject:
         return []
-    sub = tokenizer(subject, add_special_tokens=False)["input_ids"]
-    for start in range(len(ids) - len(sub), -1, -1):
-        if ids[start:start + len(sub)] == sub:
-            return list(range(start, start + len(sub)))
-    sub = tokenizer(" " + subject, add_special_tokens=False)["input_ids"]  # BPE: the word after a space
-    for start in range(len(ids) - len(sub), -1, -1):
-        if ids[start:start + len(sub)] == sub:
-            return list(range(start, start + len(sub)))
+    for text in (subject, " " + subject):  # BPE tokenizers spell a word after a space differently
+        sub = tokenizer(text, add_special_tokens=False)["input_ids"]
+        for start in range(len(ids) - len(sub), -1, -1):
+            if sub and ids[start:start + len(sub)] == sub:
+                return list(range(start, start + len(sub)))
     raise ConfigError(f"subject {subject!r} is not a run of tokens of the prompt; pass a word or phrase of it.")
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import xarray as xr
 
@@ -172,29 +173,22 @@ class Store:
 
     def load(self, record: str | RecordInfo) -> xr.Dataset:
         """Load one record into memory."""
-        info = record if isinstance(record, RecordInfo) else self._info(record)
-        try:
-            with xr.open_zarr(info.path, consolidated=True) as ds:
-                loaded = ds.load()
-        except Exception as exc:  # zarr raises many types on damaged data
-            raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
-        return _decoded(loaded)
+        return _decoded(self._read(record, lambda ds: ds.load()))
 
     def attrs(self, record: str | RecordInfo) -> dict[str, str]:
         """The attributes of one record, read without loading its data."""
-        info = record if isinstance(record, RecordInfo) else self._info(record)
-        try:
-            with xr.open_zarr(info.path, consolidated=True) as ds:
-                return dict(ds.attrs)
-        except Exception as exc:  # zarr raises many types on damaged data
-            raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
+        return self._read(record, lambda ds: dict(ds.attrs))
 
     def variables(self, record: str | RecordInfo) -> list[str]:
         """The data variables of one record, read from its metadata (no data is loaded)."""
+        return self._read(record, lambda ds: list(ds.data_vars))
+
+    def _read(self, record: str | RecordInfo, read: Callable[[xr.Dataset], Any]) -> Any:
+        """``read`` applied to the opened record; a damaged one raises :class:`StoreError` naming it."""
         info = record if isinstance(record, RecordInfo) else self._info(record)
         try:
             with xr.open_zarr(info.path, consolidated=True) as ds:
-                return list(ds.data_vars)
+                return read(ds)
         except Exception as exc:  # zarr raises many types on damaged data
             raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
 
