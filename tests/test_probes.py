@@ -87,6 +87,13 @@ def test_the_studys_angle_clustering_finds_tokens_whose_angles_fall_off_and_diff
     sizes = np.concatenate([np.ones((700, layers)), np.repeat([[1.0] * 8 + [0.02] * 8], 300, axis=0)])
     assert early_stop_fraction(sizes) == pytest.approx(0.3, abs=0.01)
     assert angle_early_stop_fraction(np.abs(0.3 + 0.03 * gen.standard_normal((1000, layers)))) == 0.0
+    # the study's PCA runs on the raw angle vectors, so their size dominates it: tokens turning by large and by
+    # small uniform angles split first, and a small early-stop group hides among the small ones (clustered on
+    # shares of each token's total turn, it would be found: 5%)
+    mixed = np.concatenate([np.full((500, layers), 1.0), np.full((450, layers), 0.1),
+                            np.repeat([[0.15] * 8 + [0.0] * 8], 50, axis=0)])
+    assert angle_early_stop_fraction(mixed) == 0.0
+    assert early_stop_fraction(np.concatenate([mixed, mixed[:, -1:]], axis=1)) == pytest.approx(0.05)
 
 
 @pytest.fixture(scope="module")

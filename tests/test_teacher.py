@@ -134,3 +134,14 @@ def test_from_spec_and_from_dict():
 def test_bad_arguments(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("spec", ["independent", "tied", "correlated:0", "correlated:0.9", "fractional:0.75", "grouped:4",
+                                  "grouped:4:0.5"])
+def test_a_spec_parses_to_a_config_whose_label_and_k_give_it_back(spec):
+    from resflow.training import TeacherConfig
+
+    config = TeacherConfig.from_spec(spec)
+    assert config.label == spec  # "correlated:0" is not "independent", though their correlations are equal
+    assert TeacherConfig.from_spec(config.label) == config
+    assert config.n_groups == (4 if spec.startswith("grouped") else 1)
