@@ -25,7 +25,7 @@ from ..provenance import provenance
 from ..store import Store
 from ..training.block import student_steps
 from ..training.engine import resolve_device
-from ..training.hidden import METRIC_BATCH, METRIC_SEED
+from ..training.hidden import METRIC_SEED, metric_inputs
 from ..training.teacher import Teacher
 from .probe import TEACHER_PREFIX
 
@@ -69,7 +69,7 @@ def student_interventions(result, dtype: str = "float32") -> dict[str, np.ndarra
         return {}
     width = next(iter(params.values()))["W1"].shape[-1]
     gen = torch.Generator().manual_seed(METRIC_SEED)
-    x = torch.randn((METRIC_BATCH, width), generator=gen, dtype=getattr(torch, dtype))
+    x = metric_inputs(width, getattr(torch, dtype), gen)  # then the corruption, from the same generator
     noisy = x + TOY_NOISE * torch.randn(x.shape, generator=gen, dtype=x.dtype)
     n, layers = len(result.specs), max(s.depth for s in result.specs) + 1
     out = {name: np.full((n, layers), np.nan) for name in PROFILE_LABELS}

@@ -35,7 +35,7 @@ from ..training.block import student_forward, student_layer_steps
 from ..training.continuation import train_by_doubling
 from ..training.driver import train
 from ..training.engine import CHECKPOINT_NAME
-from ..training.hidden import METRIC_BATCH, METRIC_SEED
+from ..training.hidden import metric_inputs
 from ..training.targets import teacher_key
 from .intervene import student_interventions
 
@@ -121,8 +121,7 @@ def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.n
     params = result.extra.get("parameters")
     if not params:
         return {}
-    x = torch.randn((METRIC_BATCH, next(iter(teachers.values())).width),
-                    generator=torch.Generator().manual_seed(METRIC_SEED), dtype=getattr(torch, dtype))
+    x = metric_inputs(next(iter(teachers.values())).width, getattr(torch, dtype))
     n, width = len(result.specs), max(s.depth for s in result.specs) + 1
     out = {name: np.full((n, width), np.nan) for name in ("trajectory_error", "path_error", "path_time", "local_error",
                                                           "euler_local_error", "local_error_angle", "output_error")}
