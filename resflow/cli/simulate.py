@@ -19,16 +19,16 @@ PRESET_HELP = (f"A preset of EXPERIMENT: {', '.join(sorted({p for e in registere
 StoreOption = Annotated[Path, typer.Option(help="Store directory (created if missing).")]
 
 
-def device_overrides(device: str, sets: list[str] | None) -> list[str]:
-    """The ``--set`` overrides with ``--device`` folded in as ``train.device`` (one device, given once)."""
+def device_overrides(device: str, sets: list[str] | None, key: str = "train.device") -> list[str]:
+    """The ``--set`` overrides with ``--device`` folded in as ``key`` (one device, given once)."""
     from resflow import IncompatibleOptionsError
 
     set_devices = {str(item).partition("=")[2].strip() for item in sets or []
-                   if str(item).partition("=")[0].strip() == "train.device"}
+                   if str(item).partition("=")[0].strip() == key}
     if set_devices and device != "auto" and set_devices != {device}:
-        raise IncompatibleOptionsError(f"--device {device} and --set train.device={', '.join(sorted(set_devices))} "
+        raise IncompatibleOptionsError(f"--device {device} and --set {key}={', '.join(sorted(set_devices))} "
                                        "disagree; give the device once.")
-    return list(sets or []) + ([] if set_devices else [f"train.device={device}"])
+    return list(sets or []) + ([] if set_devices else [f"{key}={device}"])
 
 
 def list_experiments() -> str:
@@ -38,8 +38,8 @@ def list_experiments() -> str:
     for name, experiment in registered().items():
         lines.append(f"{name}: {experiment.summary}")
         for preset_name, config in experiment.presets.items():
-            lines.append(f"  --preset {preset_name:14s} {len(config.student_specs())} students, {config.train.steps} "
-                         f"steps; on 2 CPU cores: {experiment.costs.get(preset_name, 'not measured')}")
+            lines.append(f"  --preset {preset_name:14s} {config.describe()}; on 2 CPU cores: "
+                         f"{experiment.costs.get(preset_name, 'not measured')}")
     return "\n".join(lines)
 
 
@@ -110,10 +110,12 @@ def run(
     list_: Annotated[bool, typer.Option("--list", help="List the experiments, their presets and what each costs "
                                                        "on 2 CPU cores, and exit.")] = False,
 ) -> None:
-    """Train students against teachers, fit depth exponents, write the run, its fits and a figure."""
+    """Train students against teachers (or the language-model ladder), fit depth exponents, write the run, its
+    fits and a figure."""
     from resflow import ConfigError
+    from resflow.experiments import ExperimentConfig
     from resflow.experiments import preset as load_preset
-    from resflow.workflows import run_experiment
+    from resflow.workflows import run_experiment, run_ladder
 
     if list_:
         typer.echo(list_experiments())
@@ -123,12 +125,22 @@ def run(
             raise ConfigError(f"name an EXPERIMENT ({', '.join(registered())}); resflow run --list shows them "
                               "with their presets.")
         config = load_preset(experiment, preset)
-        overrides = device_overrides(device, set_) + ([f"replicates={replicates}"] if replicates else [])
+        toy = isinstance(config, ExperimentConfig)
+        overrides = (device_overrides(device, set_, "train.device" if toy else "device")
+                     + ([f"{'replicates' if toy else 'seeds'}={replicates}"] if replicates else []))
         config = config.with_overrides(overrides)
-        err_console.print(f"{experiment} ({preset}): {len(config.student_specs())} students, {config.train.steps} "
-                          f"steps, targets {', '.join(config.targets)}", highlight=False)
+        err_console.print(f"{experiment} ({preset}): {config.describe()}"
+                          + (f", targets {', '.join(config.targets)}" if toy else ""), highlight=False)
         resume_hint = (f"the last checkpoint is kept; continue with `resflow run {experiment} --preset {preset} "
                        f"--out {out}{''.join(f' --set {s}' for s in set_ or [])} --resume`")
+        if not toy:  # the language-model ladder
+            with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
+                ladder = run_ladder(config, out=out, resume=resume,
+                                    progress=lambda done, total, name: update(done, note=name))
+            typer.echo(ladder.tables)
+            console.print(f"wrote record {ladder.record} to store {out}; models in {ladder.work_dir / 'models'}; "
+                          f"figure {ladder.figure}", highlight=False)
+            return
         with interruptible(resume_hint), progress_bar("training", config.train.steps) as update:
             result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
                 step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))

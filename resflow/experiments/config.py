@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._overrides import field_types as _field_types
+from .._overrides import typed_assignment
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
@@ -145,6 +145,20 @@ class ExperimentConfig:
                 for d in self.depths for r in self.replicate_ids for temp in temps for length in self.lengths
                 for k in self.student_groups]
 
+    def describe(self) -> str:
+        """One line for listings: how many students, how many steps."""
+        return f"{len(self.student_specs())} students, {self.train.steps} steps"
+
+    @property
+    def progress_total(self) -> int:
+        """The steps a progress bar of the run counts (the engine trains every student in one batch)."""
+        return self.train.steps
+
+    @staticmethod
+    def keys() -> dict[str, Any]:
+        """Every key ``--set`` accepts (:func:`config_keys`)."""
+        return config_keys()
+
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         if self.student_groups == (0,):  # plain students only: the dict (and run ids, sweep ids) of before the field
@@ -172,11 +186,6 @@ class ExperimentConfig:
         return dataclasses.replace(self, train=train, **outer)
 
 
-def _field_types(cls) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
-
-
 def config_keys() -> dict[str, Any]:
     """Every key ``--set`` accepts, with its declared type: ``{"depths": tuple[int, ...], "train.steps": int, ...}``."""
     keys = {k: t for k, t in _field_types(ExperimentConfig).items() if k not in ("experiment", "train")}
@@ -184,36 +193,6 @@ def config_keys() -> dict[str, Any]:
     return keys
 
 
-def _convert(raw: str, kind: Any, key: str) -> Any:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (types.UnionType, typing.Union):  # X | None: "none" means None
-        if raw.lower() == "none" and type(None) in args:
-            return None
-        return _convert(raw, next(a for a in args if a is not type(None)), key)
-    if origin is tuple:
-        return tuple(_convert(x.strip(), args[0], key) for x in raw.split(",") if x.strip())
-    if kind is bool:
-        if raw.lower() not in ("true", "false", "1", "0"):
-            raise ValueError(raw)
-        return raw.lower() in ("true", "1")
-    if kind in (int, float, str):
-        return kind(raw)
-    raise ValueError(raw)  # pragma: no cover - every declared type is handled above
-
-
 def parse_assignment(item: str) -> tuple[str, Any]:
     """``"train.steps=2000"`` -> ``("train.steps", 2000)``, typed by the declared field type."""
-    key, sep, raw = str(item).partition("=")
-    key = key.strip()
-    if not sep:
-        raise ConfigError(f"--set expects key=value; got {item!r}.")
-    keys = config_keys()
-    if key not in keys:
-        group = [k for k in keys if k.startswith("train.")] if key.startswith("train.") else list(keys)
-        raise ConfigError(f"unknown key {key!r}; valid keys are: {', '.join(group)}.")
-    kind = keys[key]
-    try:
-        return key, _convert(raw.strip(), kind, key)
-    except ValueError:
-        name = getattr(kind, "__name__", str(kind))
-        raise ConfigError(f"cannot read {key}={raw.strip()!r} as {name}.") from None
+    return typed_assignment(item, config_keys())

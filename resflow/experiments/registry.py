@@ -17,7 +17,6 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
-from .config import ExperimentConfig
 
 __all__ = ["Experiment", "registered", "get_experiment", "preset"]
 
@@ -35,7 +34,8 @@ class Experiment:
     summary : str
         One line for listings.
     presets : mapping
-        Preset name -> :class:`ExperimentConfig` (every preset's ``experiment`` is ``name``).
+        Preset name -> configuration (every preset's ``experiment`` is ``name``): an :class:`ExperimentConfig`
+        for the toy experiments, :class:`resflow.llm.LadderConfig` for the language-model ladder.
     figure : callable
         ``figure(ds, fits) -> matplotlib.figure.Figure`` drawn for every finished run.
     notes : mapping
@@ -50,7 +50,7 @@ class Experiment:
 
     name: str
     summary: str
-    presets: Mapping[str, ExperimentConfig]
+    presets: Mapping[str, Any]
     figure: Callable[..., Any]
     notes: Mapping[str, str] = field(default_factory=dict)
     costs: Mapping[str, str] = field(default_factory=dict)
@@ -64,11 +64,13 @@ class Experiment:
         if unknown:
             raise ConfigError(f"notes or costs of experiment {self.name!r} name presets it does not have: {unknown}.")
         for key, config in self.presets.items():
-            if not isinstance(config, ExperimentConfig) or config.experiment != self.name:
-                raise ConfigError(f"preset {key!r} of experiment {self.name!r} must be an ExperimentConfig "
-                                  f"with experiment={self.name!r}.")
+            if getattr(config, "experiment", None) != self.name or not all(
+                    hasattr(config, a) for a in ("with_overrides", "describe", "keys", "progress_total", "to_json")):
+                raise ConfigError(f"preset {key!r} of experiment {self.name!r} must be a configuration with "
+                                  f"experiment={self.name!r} (an ExperimentConfig, or one with its with_overrides, "
+                                  "describe, keys, progress_total and to_json).")
 
-    def preset(self, name: str) -> ExperimentConfig:
+    def preset(self, name: str) -> Any:
         if name not in self.presets:
             raise UnknownNameError(f"experiment {self.name!r} has no preset {name!r}; choose one of "
                                    f"{', '.join(self.presets)}.")
@@ -106,6 +108,6 @@ def get_experiment(name: str) -> Experiment:
     return registry[name]
 
 
-def preset(name: str, preset_name: str) -> ExperimentConfig:
+def preset(name: str, preset_name: str) -> Any:
     """The configuration of preset ``preset_name`` of experiment ``name``."""
     return get_experiment(name).preset(preset_name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import config_keys
 from .registry import registered
 
 INTRO = """\
@@ -33,13 +32,13 @@ def _value(config: Any, key: str) -> str:
 
 def render_markdown() -> str:
     parts = [INTRO]
-    keys = list(config_keys())
     for name, experiment in registered().items():
         presets = list(experiment.presets)
         parts.append(f"\n## `{name}`\n\n{experiment.summary}\n")
         for preset, note in experiment.notes.items():
             parts.append(f"\n- `{preset}`: {note}\n")
-        students = ", ".join(f"{p}: {len(c.student_specs())} students" for p, c in experiment.presets.items())
+        keys = list(next(iter(experiment.presets.values())).keys())
+        students = ", ".join(f"{p}: {c.describe()}" for p, c in experiment.presets.items())
         parts.append(f"\n{students}.\n\n| key | " + " | ".join(f"`{p}`" for p in presets) + " |\n")
         parts.append("|---|" + "---|" * len(presets) + "\n")
         for key in keys:

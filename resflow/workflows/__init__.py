@@ -4,6 +4,7 @@
 module         function                         command
 =============  ===============================  =============================================
 ``run``        :func:`run_experiment`           ``resflow run`` (build, train, store, fit, figure)
+``ladder``     :func:`run_ladder`               ``resflow run lm-ladder`` (language models trained here)
 ``fit``        :func:`fit_store`                ``resflow fit`` (fit records; reuses existing ones)
 ``llm``        :func:`fit_llm_table`            ``resflow llm-fit``
 ``probe``      :func:`probe_models`             ``resflow probe``
@@ -26,6 +27,7 @@ from .compare import Comparison, compare_stores
 from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
 from .fit import RunFits, fit_store
 from .intervene import InterventionRun, intervene_models, intervene_teacher
+from .ladder import LadderRun, run_ladder
 from .llm import LLMFitResult, fit_llm_table
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run
@@ -38,5 +40,5 @@ __all__ = [
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
     "BenchResult", "bench_engine", "report_run", "check_store", "InterventionRun", "intervene_models",
-    "intervene_teacher",
+    "intervene_teacher", "LadderRun", "run_ladder",
 ]

@@ -1,0 +1,56 @@
+"""Typed ``key=value`` overrides of a configuration dataclass (private module).
+
+Each value is parsed by the *declared type* of its field, so ``depths=2,4,8`` gives a tuple of ints and
+``train.tf32=true`` a bool; an unknown key is refused with the valid ones.  Shared by every experiment's
+configuration (:class:`resflow.experiments.ExperimentConfig`, :class:`resflow.llm.LadderConfig`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["field_types", "typed_assignment"]
+
+
+def field_types(cls) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _convert(raw: str, kind: Any, key: str) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):  # X | None: "none" means None
+        if raw.lower() == "none" and type(None) in args:
+            return None
+        return _convert(raw, next(a for a in args if a is not type(None)), key)
+    if origin is tuple:
+        return tuple(_convert(x.strip(), args[0], key) for x in raw.split(",") if x.strip())
+    if kind is bool:
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(raw)
+        return raw.lower() in ("true", "1")
+    if kind in (int, float, str):
+        return kind(raw)
+    raise ValueError(raw)  # pragma: no cover - every declared type is handled above
+
+
+def typed_assignment(item: str, keys: dict[str, Any]) -> tuple[str, Any]:
+    """``"train.steps=2000"`` -> ``("train.steps", 2000)``, typed by ``keys`` (key -> declared type)."""
+    key, sep, raw = str(item).partition("=")
+    key = key.strip()
+    if not sep:
+        raise ConfigError(f"--set expects key=value; got {item!r}.")
+    if key not in keys:
+        group = [k for k in keys if k.startswith("train.")] if key.startswith("train.") else list(keys)
+        raise ConfigError(f"unknown key {key!r}; valid keys are: {', '.join(group)}.")
+    kind = keys[key]
+    try:
+        return key, _convert(raw.strip(), kind, key)
+    except ValueError:
+        name = getattr(kind, "__name__", str(kind))
+        raise ConfigError(f"cannot read {key}={raw.strip()!r} as {name}.") from None

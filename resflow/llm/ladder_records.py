@@ -1,0 +1,280 @@
+r"""The ``lm-ladder`` record, the depth law fitted on it, its tables, its figure and its comparison row.
+
+The record holds, per width x depth x seed: the validation loss per training length and evaluation
+batch, the validation curve, the residual-stream probes per layer, the lesion and swap loss changes
+per layer, the parameters and the training time.  The fit of one width (:func:`ladder_fits`):
+
+* the **depth law** :math:`L(\ell) = c\,\ell^{-\alpha} + L_\infty` fitted to each seed's losses
+  (:func:`resflow.analysis.fits.fit_offset`), :math:`\alpha` the mean over seeds with the t interval over
+  seeds (:func:`resflow.analysis.intervals.over_replicates`); a seed whose fit fails makes the
+  interval undefined (said, never hidden);
+* the **plain exponent** (slope of log loss on log depth, intervals over seeds) and the **verdict v2**
+  (:func:`resflow.analysis.verdict.convergence_verdict`) on the lengths;
+* the **lesion exponent**: the slope of the mean lesion loss change over layers against depth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from ..analysis.compare import ComparisonRow
+from ..analysis.fits import fit_offset
+from ..analysis.intervals import exponent_interval, over_replicates
+from ..analysis.regimes import classify
+from ..analysis.verdict import convergence_verdict
+from ..loglog import slopes
+from .ladder import PROBE_METRICS, TrainedLadder
+
+__all__ = ["ladder_dataset", "LadderFit", "ladder_fits", "ladder_rows", "ladder_tables", "plot_ladder",
+           "ladder_problems", "KIND"]
+
+KIND = "lm-ladder"
+
+
+def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
+    """The ``lm-ladder`` record of a trained ladder (module docstring)."""
+    config = trained.config
+    widths, depths, seeds = list(config.widths), list(config.depths), list(config.seed_ids)
+    n_layers = max(depths) + 1
+    steps = sorted({s for m in trained.models for s in m.curve_steps})
+    shape = (len(widths), len(depths), len(seeds))
+    loss = np.full((*shape, len(config.lengths), config.eval_batches), np.nan)
+    curve = np.full((*shape, len(steps)), np.nan)
+    per_layer = {name: np.full((*shape, n_layers), np.nan) for name in (*PROBE_METRICS, "lesion", "swap")}
+    scalars = {name: np.full(shape, np.nan) for name in ("early_stop_fraction", "angle_early_stop_fraction",
+                                                          "clean_loss", "train_seconds")}
+    params = np.zeros((len(widths), len(depths)), np.int64)
+    for m in trained.models:
+        i, j, k = widths.index(m.width), depths.index(m.depth), seeds.index(m.seed)
+        values = np.asarray(m.losses, float)
+        loss[i, j, k, :, : values.shape[1]] = values
+        curve[i, j, k, [steps.index(s) for s in m.curve_steps]] = m.curve_losses
+        for name in PROBE_METRICS:
+            per_layer[name][i, j, k, : m.depth + 1] = m.probe[name]
+        per_layer["lesion"][i, j, k, : m.depth] = m.lesion
+        per_layer["swap"][i, j, k, : m.depth - 1] = m.swap
+        scalars["early_stop_fraction"][i, j, k] = m.early_stop_fraction
+        scalars["angle_early_stop_fraction"][i, j, k] = m.angle_early_stop_fraction
+        scalars["clean_loss"][i, j, k] = m.clean_loss
+        scalars["train_seconds"][i, j, k] = m.seconds
+        params[i, j] = m.parameters
+    dims = ("width", "depth", "seed")
+    labels = {"step_angle": ("angle between successive states h_l, h_l+1", "rad"),
+              "update_angle": ("angle between successive updates", "rad"),
+              "norm": ("norm of the residual stream", "1"), "update_norm": ("norm of the update", "1"),
+              "lesion": ("validation loss change when layer l is skipped", "nat"),
+              "swap": ("validation loss change when layers l, l+1 run in the other order", "nat")}
+    data = {
+        "val_loss": ((*dims, "length", "batch"), loss, {"long_name": "validation loss (mean next-token cross-entropy) "
+                                                        "per evaluation batch", "units": "nat"}),
+        "val_loss_curve": ((*dims, "step"), curve, {"long_name": "validation loss along training", "units": "nat"}),
+        "parameters": (("width", "depth"), params, {"long_name": "parameters without the embedding", "units": "1"}),
+    }
+    for name, values in per_layer.items():
+        long_name, units = labels[name]
+        data[name] = ((*dims, "layer"), values, {"long_name": long_name, "units": units})
+    data["early_stop_fraction"] = (dims, scalars["early_stop_fraction"], {
+        "long_name": "fraction of tokens whose updates stop early (2-means of update-size profiles)", "units": "1"})
+    data["angle_early_stop_fraction"] = (dims, scalars["angle_early_stop_fraction"], {
+        "long_name": "fraction of tokens in the early-stop cluster of the study's PCA of step angles", "units": "1"})
+    data["clean_loss"] = (dims, scalars["clean_loss"], {"long_name": "validation loss on the measurement windows",
+                                                        "units": "nat"})
+    data["train_seconds"] = (dims, scalars["train_seconds"], {"long_name": "training time", "units": "s"})
+    ds = xr.Dataset(data, coords={
+        "width": ("width", widths, {"long_name": "model width d", "units": "1"}),
+        "depth": ("depth", depths, {"long_name": "decoder layers ℓ", "units": "layers"}),
+        "seed": ("seed", seeds, {"long_name": "seed of the initialisation and the data order"}),
+        "length": ("length", list(config.lengths), {"long_name": "training length (fraction of the budget)"}),
+        "batch": ("batch", np.arange(config.eval_batches), {"long_name": "evaluation batch of validation windows"}),
+        "step": ("step", steps, {"long_name": "training step"}),
+        "layer": ("layer", np.arange(n_layers), {"long_name": "layer index l"}),
+    })
+    ds.attrs.update(attrs)
+    ds.attrs.update({"corpus": json.dumps(trained.corpus), "tokenizer_sha256": trained.tokenizer_sha256,
+                     "tokens_per_model": str(config.tokens_per_model), "device": trained.device})
+    return ds
+
+
+def ladder_problems(ds: xr.Dataset) -> list[str]:
+    """What an ``lm-ladder`` record lacks (one line each); empty for a well-formed record."""
+    need = ("val_loss", "val_loss_curve", "lesion", "swap", "update_angle", "early_stop_fraction")
+    problems = [f"lm-ladder record lacks the variable {v!r}" for v in need if v not in ds]
+    if "val_loss" in ds and tuple(ds["val_loss"].dims) != ("width", "depth", "seed", "length", "batch"):
+        problems.append(f"val_loss has dims {ds['val_loss'].dims}, not (width, depth, seed, length, batch)")
+    return problems
+
+
+@dataclass(frozen=True, kw_only=True)
+class LadderFit:
+    """The depth law of one width of a ladder (module docstring)."""
+
+    width: int
+    depths: tuple[int, ...]
+    losses: tuple[float, ...]  # mean over seeds and evaluation batches, full length
+    seeds: int
+    alpha: float  # of c l^-alpha + L_inf, mean over seeds
+    alpha_low: float
+    alpha_high: float
+    alpha_per_seed: tuple[float, ...]
+    c: float
+    loss_limit: float  # L_inf, mean over seeds
+    exponent: float  # the plain log-log slope
+    exponent_low: float
+    exponent_high: float
+    lesion_exponent: float
+    lesion_low: float
+    lesion_high: float
+    converged: bool
+    verdict: str
+    failure: str | None  # why the depth law's interval is not a result, or None
+
+    def to_json(self) -> dict:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in self.__dict__.items()}
+
+
+def _mean(values) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def _offset_fit(depths, losses) -> tuple[float, float, float]:
+    fit = fit_offset(depths, losses)
+    return (math.nan, math.nan, math.nan) if fit is None else fit
+
+
+def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
+    """The depth law of every width of an ``lm-ladder`` record."""
+    fits = []
+    depths = [int(d) for d in ds["depth"].values]
+    for width in ds["width"].values:
+        one = ds.sel(width=width)
+        full = one["val_loss"].sel(length=1.0).transpose("depth", "seed", "batch").values
+        by_seed = full.transpose(1, 0, 2)  # (seed, depth, batch)
+        law = over_replicates(lambda s: _offset_fit(depths, s.mean(-1))[1], by_seed)
+        per_seed = [_offset_fit(depths, s.mean(-1)) for s in by_seed]
+        plain = exponent_interval(depths, full)
+        lesion = one["lesion"].mean("layer", skipna=True).transpose("seed", "depth").values
+        lesion_interval = over_replicates(
+            lambda s: float(slopes(depths, s[:, 0])) if np.all(s > 0) else math.nan, lesion[:, :, None])
+        verdict = convergence_verdict(depths, [float(v) for v in one["length"].values],
+                                      one["val_loss"].transpose("depth", "seed", "length", "batch").values)
+        failure = None
+        if not np.all(np.isfinite([p[1] for p in per_seed])):
+            failure = "the depth law c ℓ^-α + L∞ did not fit every seed"
+        elif not math.isfinite(law.low):
+            failure = f"no interval over {ds.sizes['seed']} seed(s) (two or more are needed)"
+        fits.append(LadderFit(
+            width=int(width), depths=tuple(depths), losses=tuple(float(v) for v in full.mean(axis=(1, 2))),
+            seeds=int(ds.sizes["seed"]), alpha=law.value, alpha_low=law.low, alpha_high=law.high,
+            alpha_per_seed=tuple(float(p[1]) for p in per_seed), c=_mean([p[0] for p in per_seed]),
+            loss_limit=_mean([p[2] for p in per_seed]), exponent=plain.value, exponent_low=plain.low,
+            exponent_high=plain.high, lesion_exponent=lesion_interval.value, lesion_low=lesion_interval.low,
+            lesion_high=lesion_interval.high, converged=verdict.converged, verdict=verdict.text, failure=failure))
+    return fits
+
+
+def ladder_rows(ds: xr.Dataset, record: str) -> list[ComparisonRow]:
+    """The depth-law exponent of every width, as rows of ``resflow compare`` (a failed fit says so)."""
+    rows = []
+    for fit in ladder_fits(ds):
+        ok = fit.failure is None
+        regime = classify(fit.alpha_low, fit.alpha_high, "euler", fit.converged) if ok else f"no result: {fit.failure}"
+        rows.append(ComparisonRow(source="llm", name=f"lm-ladder d={fit.width} ({fit.seeds} seeds, c ℓ^-α + L∞)",
+                                  loss="cross-entropy", scheme="transformer", exponent=fit.alpha,
+                                  ci_low=fit.alpha_low if ok else math.nan, ci_high=fit.alpha_high if ok else math.nan,
+                                  converged=fit.converged, regime=regime, record=record))
+    return rows
+
+
+def _number(value: float, digits: int = 3) -> str:
+    return "–" if not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _interval(value: float, low: float, high: float) -> str:
+    if not math.isfinite(value):
+        return "–"
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) else f"{value:.2f} [–]"
+
+
+def ladder_tables(ds: xr.Dataset, record: str) -> str:
+    """Markdown tables of a ladder: losses by depth and length, the depth law, the signatures per depth."""
+    fits = ladder_fits(ds)
+    depths = [int(d) for d in ds["depth"].values]
+    corpus = json.loads(ds.attrs.get("corpus", "{}"))
+    lines = [f"run {record}: {ds.sizes['seed']} seeds per model, {int(ds.attrs.get('tokens_per_model', 0)):,} tokens "
+             f"per model, corpus {corpus.get('name', '?')} ({corpus.get('train_tokens', '?')} training tokens)", "",
+             "Validation loss (nats per token; mean over seeds):", "",
+             "| width | length | " + " | ".join(f"ℓ = {d}" for d in depths) + " |", "|---" * (len(depths) + 2) + "|"]
+    mean = ds["val_loss"].mean(("seed", "batch"))
+    for w in ds["width"].values:
+        for length in ds["length"].values:
+            row = mean.sel(width=w, length=length).values
+            lines.append(f"| {int(w)} | {float(length):g} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
+    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), the plain slope, the lesion "
+              "exponent and the verdict:", "",
+              "| width | α [95%] | α per seed | L∞ | plain slope [95%] | lesion α [95%] | verdict |",
+              "|---|---|---|---|---|---|---|"]
+    for f in fits:
+        alpha = _interval(f.alpha, f.alpha_low, f.alpha_high) + (f" ({f.failure})" if f.failure else "")
+        lines.append(f"| {f.width} | {alpha} | {', '.join(_number(a, 2) for a in f.alpha_per_seed)} | "
+                     f"{_number(f.loss_limit)} | {_interval(f.exponent, f.exponent_low, f.exponent_high)} | "
+                     f"{_interval(f.lesion_exponent, f.lesion_low, f.lesion_high)} | {f.verdict} |")
+    lines += ["", "Signatures per depth (mean over seeds; the residual stream on the measurement windows): median "
+              "layer's update angle (rad), early-stop fractions (update sizes; the study's step-angle PCA), mean "
+              "lesion and swap loss change (nats):", "",
+              "| width | ℓ | update angle (middle layer) | early-stop | angle early-stop | lesion | swap |",
+              "|---|---|---|---|---|---|---|"]
+    for w in ds["width"].values:
+        for d in depths:
+            one = ds.sel(width=w, depth=d)
+            middle = one["update_angle"].isel(layer=max(0, (d - 2) // 2)).mean("seed")
+            lines.append(f"| {int(w)} | {d} | {_number(float(middle), 2)} | "
+                         f"{_number(float(one['early_stop_fraction'].mean()))} | "
+                         f"{_number(float(one['angle_early_stop_fraction'].mean()))} | "
+                         f"{_number(float(one['lesion'].mean(('seed', 'layer'))), 4)} | "
+                         f"{_number(float(one['swap'].mean(('seed', 'layer'))), 4)} |")
+    return "\n".join(lines)
+
+
+def plot_ladder(ds: xr.Dataset, fits=None):
+    """Four panels: loss against depth with the depth law, validation curves, update angles and lesion
+    profiles against relative layer l/ℓ (one line per depth)."""
+    from ..analysis.plots import colors, new_figure
+
+    fits = fits if fits is not None else ladder_fits(ds)
+    fig, axes = new_figure(4, figsize=(19, 4.3))
+    depths = [int(d) for d in ds["depth"].values]
+    shades = colors("viridis", len(depths))
+    ax = axes[0]
+    for f, marker in zip(fits, "osD^v", strict=False):
+        full = ds["val_loss"].sel(width=f.width, length=1.0).mean("batch")
+        for s in ds["seed"].values:
+            ax.plot(depths, full.sel(seed=s).values, marker, color="0.6", ms=3)
+        label = f"d={f.width}: α={_number(f.alpha, 2)}, L∞={_number(f.loss_limit, 2)}"
+        ax.plot(depths, f.losses, marker + "-", label=label)
+        if math.isfinite(f.alpha):
+            grid = np.linspace(min(depths), max(depths), 100)
+            ax.plot(grid, f.c * grid ** -f.alpha + f.loss_limit, ":", color="k", lw=1)
+    ax.set(xscale="log", xlabel="depth ℓ", ylabel="validation loss (nats)", title="loss against depth")
+    ax.legend(fontsize=7)
+    width = fits[0].width
+    one = ds.sel(width=width)
+    for d, color in zip(depths, shades, strict=True):
+        curve = one["val_loss_curve"].sel(depth=d).mean("seed")
+        axes[1].plot(one["step"].values[1:], curve.values[1:], color=color, label=f"ℓ={d}")
+        if d >= 2:  # update angle l is between the updates of layers l and l + 1 (l = 0 .. d - 2)
+            axes[2].plot((np.arange(d - 1) + 1) / d, one["update_angle"].sel(depth=d).mean("seed").values[: d - 1],
+                         "o-", color=color, ms=3)
+        axes[3].plot((np.arange(d) + 0.5) / d, one["lesion"].sel(depth=d).mean("seed").values[:d], "o-",
+                     color=color, ms=3)
+    axes[1].set(yscale="log", xlabel="step", ylabel="validation loss", title=f"training (d={width})")
+    axes[1].legend(fontsize=7)
+    axes[2].set(xlabel="relative layer l/ℓ", ylabel="update angle (rad)", title="update angles")
+    axes[3].set(yscale="log", xlabel="relative layer l/ℓ", ylabel="loss change (nats)", title="lesion profiles")
+    return fig

@@ -1,0 +1,76 @@
+"""``resflow run lm-ladder``: train the depth ladder, write its record, fit the depth law, draw the figure.
+
+The work directory ``STORE/work/lm-ladder-<time>/`` holds the run's configuration, its tokenizer and
+every model (``models/NAME/model``, an ordinary HuggingFace directory that ``resflow probe`` and
+``resflow intervene`` read); ``--resume`` continues the latest unfinished ladder model by model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._atomic import atomic_write
+from ..analysis.plots import save_figure
+from ..errors import ConfigError
+from ..llm.ladder import LadderConfig, train_ladder
+from ..llm.ladder_records import KIND, LadderFit, ladder_dataset, ladder_fits, ladder_tables, plot_ladder
+from ..provenance import provenance
+from ..store import Store
+
+__all__ = ["LadderRun", "run_ladder", "FIGURE_NAME"]
+
+RUN_INFO = "run.json"
+RECORD_NAME = "record.txt"
+FIGURE_NAME = "figure.png"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LadderRun:
+    """What :func:`run_ladder` wrote: the record, the fits, the figure, the tables (Markdown)."""
+
+    config: LadderConfig
+    work_dir: Path
+    record: str
+    fits: tuple[LadderFit, ...]
+    figure: Path
+    tables: str
+
+
+def _resumable(store: Path, config: LadderConfig) -> Path:
+    work = store / "work"
+    candidates = sorted(p for p in work.glob(f"{config.experiment}-*") if (p / RUN_INFO).is_file()
+                        and not (p / RECORD_NAME).exists()) if work.is_dir() else []
+    if not candidates:
+        raise ConfigError(f"no interrupted {config.experiment!r} run to resume in {str(store)!r}; run without "
+                          "--resume.")
+    run_dir = candidates[-1]
+    if json.loads((run_dir / RUN_INFO).read_text())["config"] != json.loads(config.to_json()):
+        raise ConfigError(f"{run_dir} was started with a different configuration; pass the same preset and --set "
+                          "options to resume it.")
+    return run_dir
+
+
+def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool = False,
+               progress: Callable[[int, int, str], None] | None = None) -> LadderRun:
+    """Train and measure every model of ``config`` and write the ``lm-ladder`` record and figure into ``out``."""
+    out = Path(out)
+    if resume:
+        run_dir = _resumable(out, config)
+        store = Store.open(out)
+    else:
+        store = Store.open(out, create=True)
+        run_dir = store.work_dir(config.experiment)
+        atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json())}, indent=1))
+    trained = train_ladder(config, run_dir, progress=progress)
+    prov = provenance(config.to_dict(), seed=config.first_seed, experiment=config.experiment, device=trained.device)
+    ds = ladder_dataset(trained, prov)
+    record = store.write(ds, kind=KIND, name=config.experiment)
+    atomic_write(run_dir / RECORD_NAME, record + "\n")
+    fits = ladder_fits(ds)
+    atomic_write(run_dir / "fits.json", json.dumps([f.to_json() for f in fits], indent=1))
+    figure = save_figure(plot_ladder(ds, fits), run_dir / FIGURE_NAME, prov)
+    return LadderRun(config=config, work_dir=run_dir, record=record, fits=tuple(fits), figure=figure,
+                     tables=ladder_tables(ds, record))

