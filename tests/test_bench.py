@@ -56,12 +56,19 @@ def test_bench_refuses_unknown_cases(tmp_path):
 
 
 def test_gpu_script_runs_in_smoke_mode_on_the_cpu(tmp_path):
-    env = {**os.environ, "RESFLOW_GPU_SMOKE": "1", "OUT": str(tmp_path / "gpu"), "PYTHON": sys.executable}
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for k in range(8):  # the ladder's smoke corpus: eight small documents, no download
+        (corpus / f"{k}.txt").write_text(" ".join(f"word{(k * 7 + i * i) % 23}" for i in range(600)))
+    env = {**os.environ, "RESFLOW_GPU_SMOKE": "1", "OUT": str(tmp_path / "gpu"), "PYTHON": sys.executable,
+           "LADDER_CORPUS": str(corpus), "LADDER_WORKERS": "2"}
     out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu.sh")], capture_output=True, text=True, env=env,
                          timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     files = {p.name for p in (tmp_path / "gpu").iterdir()}
     assert {"bench.json", "bench.txt", "paper-fits.json", "paper.txt", "machine.txt"} <= files
     assert "paper preset wall time" in (tmp_path / "gpu" / "paper.txt").read_text()
+    assert {"ladder.txt", "ladder-report.md", "ladder-figure.png"} <= files
+    assert "lm-ladder wall time" in (tmp_path / "gpu" / "ladder.txt").read_text()
     checks = json.loads((tmp_path / "gpu" / "bench.json").read_text())["checks"]
     assert checks[0]["other"] == "tf32=True" and checks[0]["max_relative_difference"] == 0.0  # no TF32 on a CPU

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from resflow import ConfigError, UnknownNameError
 from resflow.cli import app
-from resflow.experiments import preset, registered
+from resflow.experiments import ExperimentConfig, preset, registered
 from resflow.workflows import run_experiment
 
 runner = CliRunner()
@@ -16,11 +16,23 @@ TINY = ["train.steps=60", "train.eval_every=20", "train.eval_batches=2", "train.
         "train.batch=32", "width=8", "teacher_depth=8", "vocab=16", "depths=2,4", "train.device=cpu"]
 
 
-@pytest.mark.parametrize("name", list(registered()))
+# the teacher-student experiments (the language-model ladder has its own tests: tests/test_lm_ladder.py)
+TOY = [name for name, e in registered().items() if isinstance(e.preset("cpu"), ExperimentConfig)]
+
+
+@pytest.mark.parametrize("name", TOY)
 @pytest.mark.parametrize("which", ["cpu", "paper"])
 def test_presets_are_valid(name, which):
     cfg = preset(name, which)
     assert cfg.experiment == name and len(cfg.student_specs()) > 0
+
+
+@pytest.mark.parametrize("name", list(registered()))
+def test_every_preset_describes_itself_and_takes_its_own_keys(name):
+    for cfg in registered()[name].presets.values():
+        assert cfg.experiment == name and cfg.describe() and cfg.progress_total > 0
+        key = next(iter(cfg.keys()))
+        assert cfg.with_overrides([]) == cfg and key in cfg.keys()
 
 
 def test_paper_preset_is_the_study_scale():
@@ -29,7 +41,7 @@ def test_paper_preset_is_the_study_scale():
     assert 40_000 <= cfg.train.steps <= 80_000 and cfg.depths == (6, 12, 16, 24, 32, 48)
 
 
-@pytest.mark.parametrize("name", list(registered()))
+@pytest.mark.parametrize("name", TOY)
 @pytest.mark.parametrize("structures", ["preset", "plain and grouped"])
 def test_every_experiment_runs_end_to_end(name, structures, tmp_path):
     """Every experiment's run, record, fits and figure, as preset and with group-structured students added

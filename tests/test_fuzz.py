@@ -289,7 +289,7 @@ def cli_cases(inputs):
         # every `run` case carries the tiny overrides, so one that were accepted by mistake ends in seconds
         st.tuples(st.just("run"), junk.filter(lambda s: s.strip() not in experiments)).map(
             lambda t: [*t, *tiny, "--out", good]),
-        st.tuples(st.sampled_from(experiments), junk.filter(lambda s: s.strip() not in ("cpu", "paper"))).map(
+        st.tuples(st.sampled_from(experiments), junk.filter(lambda s: s.strip() not in ("cpu", "paper", "gpu", "tiny"))).map(
             lambda t: ["run", t[0], "--preset", t[1], *tiny, "--out", good]),
         st.sampled_from(["0", "-1", "x", "1.5"]).map(lambda r: ["run", "smooth-vs-rough", "--replicates", r, *tiny,
                                                                 "--out", good]),

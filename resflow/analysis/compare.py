@@ -102,7 +102,8 @@ def comparison_figure(rows: list[ComparisonRow], depth_parts: list[DepthPart]):
     for part in depth_parts:
         ax.loglog(part.ell, part.measured, "o", ms=3, alpha=0.6)
         ax.loglog(part.grid, part.fitted, "-", label=part.label)
-    ax.set(xlabel="layers ℓ", ylabel="L − c_m m^-α_m − c_D D^-α_D − L_0", title="LLM depth part (cf. study Fig. 2f)")
+    ax.set(xlabel="layers ℓ", ylabel="depth part: L − (width, data, constant parts)",
+           title="LLM depth part (cf. study Fig. 2f)")
     if depth_parts:
         ax.legend(fontsize=7)
     return fig

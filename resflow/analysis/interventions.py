@@ -38,7 +38,7 @@ from ..errors import ConfigError, ShapeError
 
 __all__ = ["Step", "InterventionProfile", "run_steps", "lesion", "swap", "trace",
            "intervention_dataset", "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
-           "InterventionRow", "intervention_rows"]
+           "InterventionRow", "intervention_rows", "intervention_row"]
 
 Step = Callable[[torch.Tensor], torch.Tensor]
 
@@ -284,7 +284,10 @@ class InterventionRow:
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()}
 
 
-def _row(source, name, depth, measure, lesion_values, swap_values, rescaled_values, record) -> InterventionRow:
+def intervention_row(source, name, depth, measure, lesion_values, swap_values, rescaled_values, record
+                     ) -> InterventionRow:
+    """The :class:`InterventionRow` of one stack from its per-layer lesion, swap and rescaled-lesion values
+    (``swap_values``, ``rescaled_values`` None where not measured)."""
     lost = np.asarray(lesion_values, float)
     mean = float(np.nanmean(lost)) if np.isfinite(lost).any() else float("nan")
     swap_mean = float(np.nanmean(swap_values)) if swap_values is not None and np.isfinite(swap_values).any() else \
@@ -306,13 +309,13 @@ def intervention_rows(ds, record: str) -> list[InterventionRow]:
             lesion_values = clean - np.asarray(lesion_values, float)
             swap_values = None if swap_values is None else clean - np.asarray(swap_values, float)
         rescaled = ds["lesion_rescaled"].values if "lesion_rescaled" in ds else None
-        return [_row("model", ds.attrs.get("model", record), int(ds.attrs.get("depth", ds.sizes["layer"])),
+        return [intervention_row("model", ds.attrs.get("model", record), int(ds.attrs.get("depth", ds.sizes["layer"])),
                      ds.attrs.get("measure", "damage"), lesion_values, swap_values, rescaled, record)]
     if "lesion" not in ds:
         return []
     one = _plain_full_length(ds)
     deepest = int(one["depth"].max())
     one = one.sel(depth=deepest).mean("replicate")
-    return [_row("toy run", f"{target} student", deepest, "damage", one["lesion"].sel(target=target).values,
+    return [intervention_row("toy run", f"{target} student", deepest, "damage", one["lesion"].sel(target=target).values,
                  one["swap"].sel(target=target).values, one["lesion_rescaled"].sel(target=target).values, record)
             for target in one["target"].values]

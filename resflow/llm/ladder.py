@@ -53,7 +53,8 @@ class LadderConfig:
     Every ``width`` x ``depth`` x seed is one model; seed ``s`` draws the initialisation and the data order
     (seeds ``first_seed ... first_seed + seeds - 1``).  ``steps`` x ``batch`` x ``context`` tokens per
     model; ``lengths`` are the shorter budgets the verdict compares (forks, :mod:`resflow.llm.lm_training`).
-    ``corpus`` empty: the pinned default (:mod:`resflow.llm.corpus`).
+    ``corpus`` empty: the pinned default (:mod:`resflow.llm.corpus`).  ``workers`` > 1 trains that many
+    models at once in worker processes (on a GPU, where one small model leaves it mostly idle).
     """
 
     experiment: str = "lm-ladder"
@@ -77,10 +78,11 @@ class LadderConfig:
     measure_windows: int = 32
     checkpoint_every: int = 200
     device: str = "auto"
+    workers: int = 1
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seeds", "context", "steps", "batch", "eval_every", "eval_batches", "val_tokens",
-                     "measure_windows", "checkpoint_every"):
+                     "measure_windows", "checkpoint_every", "workers"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         for name in ("first_seed", "warmup"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
@@ -108,6 +110,9 @@ class LadderConfig:
                                                               high=1.0, low_open=True))
         if not isinstance(self.corpus, str) or not isinstance(self.device, str):
             raise ConfigError("corpus and device must be strings (corpus: a path or empty for the default).")
+        if self.corpus and not Path(self.corpus).expanduser().exists():
+            raise ConfigError(f"corpus {self.corpus!r} does not exist; pass a directory of .txt/.md files, a zip, or "
+                              "leave corpus empty for the pinned default.")
         first_fork = round((1 - self.decay_fraction) * round(self.lengths[0] * self.steps))
         if len(self.lengths) > 1 and first_fork <= self.warmup:
             raise ConfigError(f"the shortest length {self.lengths[0]:g} of {self.steps} steps starts its decay at step "
@@ -264,48 +269,93 @@ def _tokenizer(run_dir: Path, corpus, vocab_size: int):
     return tokenizer
 
 
+@dataclass(frozen=True)
+class _Data:
+    """What every model of a ladder is trained and measured on."""
+
+    corpus: Any
+    tokenizer: Any
+    train_stream: Any
+    windows: torch.Tensor
+
+
+def _data(config: LadderConfig, run_dir: Path) -> _Data:
+    corpus = load_corpus(config.corpus or None)
+    tokenizer = _tokenizer(run_dir, corpus, config.vocab_size)
+    windows = validation_windows(encode_documents(tokenizer, corpus.validation), config.context, config.val_tokens)
+    return _Data(corpus, tokenizer, encode_documents(tokenizer, corpus.train), windows)
+
+
+def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, depth: int, seed: int, device: str,
+               report: Callable[[int], None] | None) -> LadderModel:
+    """Train, measure and save one model (resuming its checkpoint); its ``result.json`` is written last."""
+    name = model_name(width, depth, seed)
+    folder = run_dir / "models" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    model = build_model(vocab_size=len(data.tokenizer), width=width, depth=depth, context=config.context, seed=seed)
+    trained = train_model(model, data.train_stream, data.windows, config.recipe(device), seed=seed, work_dir=folder,
+                          progress=report)
+    measured = measure_model(model, data.windows[: config.measure_windows], name=name, seed=seed)
+    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
+                        losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
+                        curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured)
+    model.to("cpu").save_pretrained(str(folder / "model"))
+    data.tokenizer.save_pretrained(str(folder / "model"))
+    atomic_write(folder / RESULT, json.dumps(entry.to_json(), indent=1))
+    (folder / "checkpoint.pt").unlink(missing_ok=True)
+    return entry
+
+
+def _worker(config_json: str, run_dir: str, width: int, depth: int, seed: int, device: str, threads: int) -> None:
+    """One model in a worker process (``workers`` > 1)."""
+    torch.set_num_threads(threads)
+    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(config_json).items()})
+    _train_one(config, Path(run_dir), _data(config, Path(run_dir)), width, depth, seed, device, None)
+
+
 def train_ladder(config: LadderConfig, run_dir: Path, *, progress: Callable[[int, int, str], None] | None = None
                  ) -> TrainedLadder:
     """Train and measure every model of ``config`` in ``run_dir`` (resuming what is there).
 
-    ``progress(steps done, total steps, model name)`` counts the steps of the whole ladder.
-    Each model is saved as a HuggingFace directory ``run_dir/models/NAME/model`` (with the tokenizer).
+    ``progress(steps done, total steps, model name)`` counts the steps of the whole ladder (with ``workers``
+    > 1, model by model).  Each model is saved as a HuggingFace directory ``run_dir/models/NAME/model``
+    (with the tokenizer).
     """
     device = _device(config.device)
-    corpus = load_corpus(config.corpus or None)
-    tokenizer = _tokenizer(run_dir, corpus, config.vocab_size)
-    train_stream = encode_documents(tokenizer, corpus.train)
-    windows = validation_windows(encode_documents(tokenizer, corpus.validation), config.context, config.val_tokens)
-    measure = windows[: config.measure_windows]
-    recipe = config.recipe(device)
+    data = _data(config, run_dir)
     total = config.progress_total
     per_model = total // len(config.models())
-    models = []
-    for k, (width, depth, seed) in enumerate(config.models()):
-        name = model_name(width, depth, seed)
-        folder = run_dir / "models" / name
-        report = (lambda taken, k=k, name=name: progress(k * per_model + taken, total, name)) if progress else None
-        if (folder / RESULT).is_file():
-            models.append(LadderModel.from_json(json.loads((folder / RESULT).read_text())))
-            if report:
-                report(per_model)
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        model = build_model(vocab_size=len(tokenizer), width=width, depth=depth, context=config.context,
-                            seed=seed)
-        trained = train_model(model, train_stream, windows, recipe, seed=seed, work_dir=folder, progress=report)
-        measured = measure_model(model, measure, name=name, seed=seed)
-        entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
-                            losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
-                            curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured)
-        model.to("cpu").save_pretrained(str(folder / "model"))
-        tokenizer.save_pretrained(str(folder / "model"))
-        atomic_write(folder / RESULT, json.dumps(entry.to_json(), indent=1))
-        (folder / "checkpoint.pt").unlink(missing_ok=True)
-        models.append(entry)
+    todo = [m for m in config.models() if not (run_dir / "models" / model_name(*m) / RESULT).is_file()]
+    done = len(config.models()) - len(todo)
+    if progress:
+        progress(done * per_model, total, "")
+    if config.workers > 1 and len(todo) > 1:
+        import concurrent.futures
+        import multiprocessing
+        import os
+
+        threads = max(1, (os.cpu_count() or 1) // config.workers)
+        with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")
+                                                    ) as pool:
+            futures = {pool.submit(_worker, config.to_json(), str(run_dir), *m, device, threads): m for m in todo}
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+                done += 1
+                if progress:
+                    progress(done * per_model, total, model_name(*futures[future]))
+    else:
+        for width, depth, seed in todo:
+            name = model_name(width, depth, seed)
+            report = (lambda taken, base=done * per_model, name=name: progress(base + taken, total, name)
+                      ) if progress else None
+            _train_one(config, run_dir, data, width, depth, seed, device, report)
+            done += 1
+    models = tuple(LadderModel.from_json(json.loads((run_dir / "models" / model_name(*m) / RESULT).read_text()))
+                   for m in config.models())
+    corpus = data.corpus
     info = {"name": corpus.name, "source": corpus.source, "sha256": corpus.sha256,
             "train_characters": corpus.characters[0], "validation_characters": corpus.characters[1],
-            "validation_documents": list(corpus.validation_names), "train_tokens": int(len(train_stream)),
-            "validation_tokens": int(windows.shape[0] * config.context)}
-    return TrainedLadder(config=config, models=tuple(models), corpus=info, tokenizer_sha256=tokenizer_sha256(tokenizer),
+            "validation_documents": list(corpus.validation_names), "train_tokens": int(len(data.train_stream)),
+            "validation_tokens": int(data.windows.shape[0] * config.context)}
+    return TrainedLadder(config=config, models=models, corpus=info, tokenizer_sha256=tokenizer_sha256(data.tokenizer),
                          device=device, run_dir=run_dir)

@@ -22,16 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from ..analysis.compare import ComparisonRow
+from ..analysis.compare import ComparisonRow, DepthPart
 from ..analysis.fits import fit_offset
 from ..analysis.intervals import exponent_interval, over_replicates
+from ..analysis.interventions import InterventionRow, intervention_row
 from ..analysis.regimes import classify
 from ..analysis.verdict import convergence_verdict
 from ..loglog import slopes
 from .ladder import PROBE_METRICS, TrainedLadder
 
-__all__ = ["ladder_dataset", "LadderFit", "ladder_fits", "ladder_rows", "ladder_tables", "plot_ladder",
-           "ladder_problems", "KIND"]
+__all__ = ["ladder_dataset", "LadderFit", "ladder_fits", "ladder_rows", "ladder_depth_parts",
+           "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems", "KIND"]
 
 KIND = "lm-ladder"
 
@@ -167,8 +168,10 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
         failure = None
         if not np.all(np.isfinite([p[1] for p in per_seed])):
             failure = "the depth law c ℓ^-α + L∞ did not fit every seed"
+        elif ds.sizes["seed"] < 2:
+            failure = "one seed: no interval over seeds (train two or more)"
         elif not math.isfinite(law.low):
-            failure = f"no interval over {ds.sizes['seed']} seed(s) (two or more are needed)"
+            failure = f"no interval over the {ds.sizes['seed']} seeds"
         fits.append(LadderFit(
             width=int(width), depths=tuple(depths), losses=tuple(float(v) for v in full.mean(axis=(1, 2))),
             seeds=int(ds.sizes["seed"]), alpha=law.value, alpha_low=law.low, alpha_high=law.high,
@@ -190,6 +193,32 @@ def ladder_rows(ds: xr.Dataset, record: str) -> list[ComparisonRow]:
                                   ci_low=fit.alpha_low if ok else math.nan, ci_high=fit.alpha_high if ok else math.nan,
                                   converged=fit.converged, regime=regime, record=record))
     return rows
+
+
+def ladder_depth_parts(ds: xr.Dataset) -> list[DepthPart]:
+    """Each model's loss minus the fitted L∞ against its depth, with the fitted c ℓ^-α, per width (for the
+    comparison figure, beside the depth part of a Chinchilla-form fit)."""
+    parts = []
+    for fit in ladder_fits(ds):
+        if not math.isfinite(fit.alpha):
+            continue
+        full = ds["val_loss"].sel(width=fit.width, length=1.0).mean("batch").transpose("depth", "seed").values
+        ell = np.repeat(np.asarray(fit.depths, float), full.shape[1])
+        measured = full.reshape(-1) - fit.loss_limit
+        grid = np.linspace(min(fit.depths), max(fit.depths), 100)
+        parts.append(DepthPart(label=f"lm-ladder d={fit.width}: c ℓ^-α, α = {fit.alpha:.2f}", ell=ell,
+                               measured=np.where(measured > 0, measured, np.nan), grid=grid,
+                               fitted=fit.c * grid ** -fit.alpha))
+    return parts
+
+
+def ladder_intervention_rows(ds: xr.Dataset, record: str) -> list[InterventionRow]:
+    """The deepest model of each width in the interventions table of ``resflow compare`` (seed means)."""
+    deepest = int(ds["depth"].max())
+    one = ds.sel(depth=deepest).mean("seed")
+    return [intervention_row("lm ladder", f"lm-ladder d={int(w)}", deepest, "loss change",
+                             one["lesion"].sel(width=w).values[:deepest], one["swap"].sel(width=w).values[:deepest - 1],
+                             None, record) for w in ds["width"].values]
 
 
 def _number(value: float, digits: int = 3) -> str:

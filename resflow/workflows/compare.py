@@ -3,6 +3,9 @@
 Toy exponents are read from the ``fit`` records (the latest of each run), never refitted; a run
 without one is listed in ``unfitted`` (``resflow fit STORE`` fits it).  An ``llm-fit`` record of a fit
 that failed its checks (stored with ``--keep-failed``) is listed in ``failed``, never shown as a result.
+An ``lm-ladder`` record (language models trained here) gives one row per width, its depth law fitted from the
+record (:func:`resflow.llm.ladder_records.ladder_fits`: deterministic, no fit record of its own), its depth
+part for the figure and its deepest models' interventions.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from ..analysis.interventions import InterventionRow, intervention_rows
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..llm.comparison import depth_part, fit_failure, llm_row
+from ..llm.ladder_records import KIND as LADDER
+from ..llm.ladder_records import ladder_depth_parts, ladder_intervention_rows, ladder_rows
 from ..provenance import provenance
 from ..store import Store
 from .fit import latest_fit_records
@@ -70,6 +75,11 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
             data_id = fit.attrs.get("data_record")
             if data_id:
                 parts.append(depth_part(fit, store.load(data_id)))
+        for info in store.records(kind=LADDER):  # language models trained here
+            ladder = store.load(info)
+            llm += ladder_rows(ladder, info.id)
+            parts += ladder_depth_parts(ladder)
+            interventions += ladder_intervention_rows(ladder, info.id)
         for info in store.records(kind="intervention"):
             interventions += intervention_rows(store.load(info), info.id)
     report("", len(opened), len(opened))
