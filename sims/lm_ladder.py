@@ -17,10 +17,13 @@ CPU = LadderConfig()  # width 64, depths 1-8, 2 seeds, 1800 steps of 32 x 128 to
 
 PRESETS = {
     "cpu": CPU,
-    # three widths (the Chinchilla-form fit sees width and depth move apart), three seeds, twice the batch;
-    # about 3.5 epochs of the corpus per model, so the validation loss is not an overfitting measure
-    "gpu": dataclasses.replace(CPU, widths=(64, 128, 256), seeds=3, batch=64, steps=1800, eval_every=300,
+    # two widths, three seeds, twice the batch (about 4.6 passes over the training text per model); what an H200
+    # trained in one device session (benchmarks/gpu.sh, docs/results.md)
+    "gpu": dataclasses.replace(CPU, widths=(64, 128), seeds=3, batch=64, steps=1800, eval_every=300,
                                checkpoint_every=600, val_tokens=131072, measure_windows=64),
+    # and width 256, so the width term has three widths: 54 models, past one device session (42 done in 520 s)
+    "gpu-wide": dataclasses.replace(CPU, widths=(64, 128, 256), seeds=3, batch=64, steps=1800, eval_every=300,
+                                    checkpoint_every=600, val_tokens=131072, measure_windows=64),
     # seconds: what the tests and a classroom smoke run use
     "tiny": dataclasses.replace(CPU, widths=(32,), depths=(1, 2, 4), seeds=2, steps=40, batch=8, context=32,
                                 warmup=4, eval_every=20, eval_batches=4, val_tokens=2048, measure_windows=8,
@@ -46,6 +49,7 @@ EXPERIMENT = Experiment(
             "the depth law L = c l^-alpha + L_inf with intervals over seeds, probes and lesions of the same models.",
     presets=PRESETS, figure=figure, report=report,
     notes={"cpu": "width 64, 2 seeds, 7.4M tokens per model; about 30 minutes on 2 cores",
-           "gpu": "widths 64, 128, 256 and 3 seeds, twice the batch; for a GPU",
+           "gpu": "widths 64 and 128, 3 seeds, twice the batch; for a GPU (8 workers on an H200: docs/results.md)",
+           "gpu-wide": "the gpu preset with width 256 added (54 models); longer than one device session",
            "tiny": "seconds: a smoke run (the tests use it)"},
 )

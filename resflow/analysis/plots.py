@@ -101,7 +101,7 @@ def plot_flow_demo(ds: xr.Dataset) -> Figure:
     return fig
 
 
-def _depth_ticks(ax, depths) -> None:
+def depth_ticks(ax, depths) -> None:
     import matplotlib.ticker
 
     ax.set_xticks(list(depths), [str(int(d)) for d in depths])
@@ -172,7 +172,7 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
            title="loss vs depth\n(hollow: the previous training length; stars: extrapolated limits;\n"
                  "grey: slopes 1 · ·, 2p − −, 2p+1 −·)")
     ax.title.set_fontsize(9)
-    _depth_ticks(ax, ds["depth"].values)
+    depth_ticks(ax, ds["depth"].values)
     ax.legend(fontsize=6.5)
     return ax
 
@@ -218,7 +218,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     ax.axhline(90, color="0.6", ls=":", lw=0.8)
     ax.set(xlabel="student depth ℓ", ylabel="update angle, middle layers (deg)", ylim=(0, 135),
            title="trained students: angle of successive updates" + _structure_note(ds))
-    _depth_ticks(ax, angles["depth"].values)
+    depth_ticks(ax, angles["depth"].values)
     ax.legend(fontsize=7)
     return ax
 

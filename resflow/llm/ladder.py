@@ -184,6 +184,7 @@ class LadderModel:
     clean_loss: float  # on the measurement windows
     lesion: list[float]  # loss increase when layer k is skipped (depth,)
     swap: list[float]  # loss increase when layers k, k + 1 run in the other order (depth - 1,)
+    device: str = ""  # where it was trained (e.g. "cuda: NVIDIA H200"); "" in results written before it was kept
 
     def to_json(self) -> dict:
         return json.loads(json.dumps(dataclasses.asdict(self), default=float).replace("NaN", "null"))
@@ -246,6 +247,14 @@ def measure_model(model, windows: torch.Tensor, *, name: str = "model", seed: in
             "clean_loss": clean, "lesion": lesion, "swap": swap}
 
 
+def _device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{device}: {torch.cuda.get_device_name(torch.device(device))}"
+    import platform
+
+    return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+
+
 def _device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -298,7 +307,8 @@ def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, dep
     measured = measure_model(model, data.windows[: config.measure_windows], name=name, seed=seed)
     entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
                         losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
-                        curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured)
+                        curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured,
+                        device=_device_name(device))
     model.to("cpu").save_pretrained(str(folder / "model"))
     data.tokenizer.save_pretrained(str(folder / "model"))
     atomic_write(folder / RESULT, json.dumps(entry.to_json(), indent=1))

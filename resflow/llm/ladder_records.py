@@ -96,8 +96,11 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
         "layer": ("layer", np.arange(n_layers), {"long_name": "layer index l"}),
     })
     ds.attrs.update(attrs)
+    where = sorted({m.device for m in trained.models if m.device})
     ds.attrs.update({"corpus": json.dumps(trained.corpus), "tokenizer_sha256": trained.tokenizer_sha256,
-                     "tokens_per_model": str(config.tokens_per_model), "device": trained.device})
+                     "tokens_per_model": str(config.tokens_per_model), "device": trained.device,
+                     "trained_on": "; ".join(where) if len(where) == len({m.device for m in trained.models})
+                     else "; ".join([*where, "not recorded for some models (written before resflow kept it)"])})
     return ds
 
 
@@ -122,8 +125,10 @@ class LadderFit:
     alpha_low: float
     alpha_high: float
     alpha_per_seed: tuple[float, ...]
-    c: float
+    c: float  # mean over seeds
     loss_limit: float  # L_inf, mean over seeds
+    c_per_seed: tuple[float, ...]
+    limit_per_seed: tuple[float, ...]
     exponent: float  # the plain log-log slope
     exponent_low: float
     exponent_high: float
@@ -135,8 +140,17 @@ class LadderFit:
     failure: str | None  # why the depth law's interval is not a result, or None
 
     def to_json(self) -> dict:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in self.__dict__.items()}
+        def clean(v):
+            if isinstance(v, tuple):
+                return [clean(x) for x in v]
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+        return {k: clean(v) for k, v in self.__dict__.items()}
+
+    def curve(self, depths) -> np.ndarray:
+        """The fitted law at ``depths``: the mean over seeds of each seed's c ℓ^-α + L∞."""
+        d = np.asarray(depths, float)
+        return np.mean([c * d ** -a + lim for c, a, lim in zip(self.c_per_seed, self.alpha_per_seed,
+                                                                 self.limit_per_seed, strict=True)], axis=0)
 
 
 def _mean(values) -> float:
@@ -176,6 +190,7 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
             width=int(width), depths=tuple(depths), losses=tuple(float(v) for v in full.mean(axis=(1, 2))),
             seeds=int(ds.sizes["seed"]), alpha=law.value, alpha_low=law.low, alpha_high=law.high,
             alpha_per_seed=tuple(float(p[1]) for p in per_seed), c=_mean([p[0] for p in per_seed]),
+            c_per_seed=tuple(float(p[0]) for p in per_seed), limit_per_seed=tuple(float(p[2]) for p in per_seed),
             loss_limit=_mean([p[2] for p in per_seed]), exponent=plain.value, exponent_low=plain.low,
             exponent_high=plain.high, lesion_exponent=lesion_interval.value, lesion_low=lesion_interval.low,
             lesion_high=lesion_interval.high, converged=verdict.converged, verdict=verdict.text, failure=failure))
@@ -208,7 +223,7 @@ def ladder_depth_parts(ds: xr.Dataset) -> list[DepthPart]:
         grid = np.linspace(min(fit.depths), max(fit.depths), 100)
         parts.append(DepthPart(label=f"lm-ladder d={fit.width}: c ℓ^-α, α = {fit.alpha:.2f}", ell=ell,
                                measured=np.where(measured > 0, measured, np.nan), grid=grid,
-                               fitted=fit.c * grid ** -fit.alpha))
+                               fitted=fit.curve(grid) - fit.loss_limit))
     return parts
 
 
@@ -274,7 +289,7 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
 def plot_ladder(ds: xr.Dataset, fits=None):
     """Four panels: loss against depth with the depth law, validation curves, update angles and lesion
     profiles against relative layer l/ℓ (one line per depth)."""
-    from ..analysis.plots import colors, new_figure
+    from ..analysis.plots import colors, depth_ticks, new_figure
 
     fits = fits if fits is not None else ladder_fits(ds)
     fig, axes = new_figure(4, figsize=(19, 4.3))
@@ -289,8 +304,10 @@ def plot_ladder(ds: xr.Dataset, fits=None):
         ax.plot(depths, f.losses, marker + "-", label=label)
         if math.isfinite(f.alpha):
             grid = np.linspace(min(depths), max(depths), 100)
-            ax.plot(grid, f.c * grid ** -f.alpha + f.loss_limit, ":", color="k", lw=1)
-    ax.set(xscale="log", xlabel="depth ℓ", ylabel="validation loss (nats)", title="loss against depth")
+            ax.plot(grid, f.curve(grid), ":", color="k", lw=1)
+    ax.set(xscale="log", xlabel="depth ℓ", ylabel="validation loss (nats)",
+           title="loss against depth (dotted: the depth law)")
+    depth_ticks(ax, depths)
     ax.legend(fontsize=7)
     width = fits[0].width
     one = ds.sel(width=width)
@@ -302,7 +319,7 @@ def plot_ladder(ds: xr.Dataset, fits=None):
                          "o-", color=color, ms=3)
         axes[3].plot((np.arange(d) + 0.5) / d, one["lesion"].sel(depth=d).mean("seed").values[:d], "o-",
                      color=color, ms=3)
-    axes[1].set(yscale="log", xlabel="step", ylabel="validation loss", title=f"training (d={width})")
+    axes[1].set(xlabel="step", ylabel="validation loss", title=f"training (d={width})")
     axes[1].legend(fontsize=7)
     axes[2].set(xlabel="relative layer l/ℓ", ylabel="update angle (rad)", title="update angles")
     axes[3].set(yscale="log", xlabel="relative layer l/ℓ", ylabel="loss change (nats)", title="lesion profiles")
