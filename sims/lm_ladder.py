@@ -17,7 +17,7 @@ CPU = LadderConfig()  # width 64, depths 1-8, 2 seeds, 1800 steps of 32 x 128 to
 
 PRESETS = {
     "cpu": CPU,
-    # two widths, three seeds, twice the batch (about 4.6 passes over the training text per model); what an H200
+    # two widths, three seeds, twice the batch (6.3 passes over the training text per model); what an H200
     # trained in one device session (benchmarks/gpu.sh, docs/results.md)
     "gpu": dataclasses.replace(CPU, widths=(64, 128), seeds=3, batch=64, steps=1800, eval_every=300,
                                checkpoint_every=600, val_tokens=131072, measure_windows=64),

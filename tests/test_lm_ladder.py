@@ -368,3 +368,31 @@ def test_the_command_runs_a_ladder_and_refuses_bad_settings(corpus_dir, tmp_path
         assert out.exit_code == 2, out.output
         assert message in " ".join(out.output.split()) and "Traceback" not in out.output
         assert not (tmp_path / "bad").exists()  # refused before anything was written
+
+
+def test_the_width_depth_fit_recovers_planted_exponents_and_refuses_two_widths():
+    import xarray as xr
+
+    from resflow.llm.ladder_records import width_depth_fit
+
+    widths, depths, seeds = np.array([64, 128, 256]), np.array([1, 2, 3, 4, 6, 8]), 4
+    rng = np.random.default_rng(1)
+    law = 5.0 * widths[:, None] ** -0.5 + 0.8 * depths[None, :] ** -0.7 + 1.5
+    noisy = law[:, :, None, None, None] * (1 + 0.001 * rng.standard_normal((3, 6, seeds, 1, 2)))
+    ds = xr.Dataset({"val_loss": (("width", "depth", "seed", "length", "batch"), noisy)},
+                    coords={"width": widths, "depth": depths, "seed": range(seeds), "length": [1.0]})
+    fit = width_depth_fit(ds)
+    assert fit.failure is None, fit.failure
+    assert fit.alpha_m_low < 0.5 < fit.alpha_m_high and abs(fit.alpha_m - 0.5) < 0.05
+    assert fit.alpha_l_low < 0.7 < fit.alpha_l_high and abs(fit.alpha_l - 0.7) < 0.05
+    refused = width_depth_fit(ds.isel(width=[0, 1]))
+    assert "needs 3 widths" in refused.failure and not math.isfinite(refused.alpha_l)
+
+
+def test_without_the_llm_extra_the_ladder_says_how_to_install_it_and_writes_nothing(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    out = CliRunner().invoke(app, ["run", "lm-ladder", "--preset", "tiny", "--out", str(tmp_path / "s")])
+    assert out.exit_code == 2 and "pip install 'resflow[llm]'" in " ".join(out.output.split())
+    assert not (tmp_path / "s").exists()

@@ -52,7 +52,9 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except ResflowError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        from rich.markup import escape
+
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)  # the message as written
         raise typer.Exit(code=2) from None
 
 
@@ -62,7 +64,9 @@ def interruptible(after: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted[/]: {after}", highlight=False)
+        from rich.markup import escape
+
+        err_console.print(f"[yellow]interrupted[/]: {escape(after)}", highlight=False)
         raise typer.Exit(code=INTERRUPTED) from None
 
 

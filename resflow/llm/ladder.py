@@ -110,6 +110,8 @@ class LadderConfig:
                                                               high=1.0, low_open=True))
         if not isinstance(self.corpus, str) or not isinstance(self.device, str):
             raise ConfigError("corpus and device must be strings (corpus: a path or empty for the default).")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N; got {self.device!r}.")
         if self.corpus and not Path(self.corpus).expanduser().exists():
             raise ConfigError(f"corpus {self.corpus!r} does not exist; pass a directory of .txt/.md files, a zip, or "
                               "leave corpus empty for the pinned default.")
@@ -191,7 +193,9 @@ class LadderModel:
 
     @classmethod
     def from_json(cls, data: dict) -> LadderModel:
-        def nan(v):
+        def nan(v):  # JSON null -> NaN, at any depth
+            if isinstance(v, dict):
+                return {k: nan(x) for k, x in v.items()}
             return [nan(x) for x in v] if isinstance(v, list) else (float("nan") if v is None else v)
         return cls(**{k: nan(v) for k, v in data.items()})
 

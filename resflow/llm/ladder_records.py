@@ -31,7 +31,8 @@ from ..analysis.verdict import convergence_verdict
 from ..loglog import slopes
 from .ladder import PROBE_METRICS, TrainedLadder
 
-__all__ = ["ladder_dataset", "LadderFit", "ladder_fits", "ladder_rows", "ladder_depth_parts",
+__all__ = ["ladder_dataset", "LadderFit", "ladder_fits", "WidthDepthFit", "width_depth_fit", "MIN_WIDTHS",
+           "ladder_rows", "ladder_depth_parts",
            "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems", "KIND"]
 
 KIND = "lm-ladder"
@@ -197,6 +198,76 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
     return fits
 
 
+@dataclass(frozen=True, kw_only=True)
+class WidthDepthFit:
+    """The Chinchilla form at fixed tokens, :math:`c_m m^{-\\alpha_m} + c_\\ell \\ell^{-\\alpha_\\ell} + L_0`,
+    fitted per seed over every width x depth; exponents as the mean over seeds with the t interval."""
+
+    alpha_m: float
+    alpha_m_low: float
+    alpha_m_high: float
+    alpha_l: float
+    alpha_l_low: float
+    alpha_l_high: float
+    loss_limit: float
+    failure: str | None
+
+
+MIN_WIDTHS = 3  # a width term c m^-a + L0 has three unknowns
+
+
+def _width_depth_one(m, ell, loss, starts: int = 48, seed: int = 0) -> tuple[np.ndarray, str | None]:
+    """Fit one seed: ``theta = (log c_m, alpha_m, log c_l, alpha_l, log L0)`` and why it failed, if it did."""
+    from scipy.optimize import least_squares
+
+    logm, logl, logy = np.log(m), np.log(ell), np.log(loss)
+
+    def terms(t):
+        return np.exp(t[0] - t[1] * logm), np.exp(t[2] - t[3] * logl), np.exp(t[4]) * np.ones_like(logm)
+
+    def residual(t):
+        return np.log(sum(terms(t))) - logy
+
+    rng = np.random.default_rng(seed)
+    low, high = np.array([-4.0, 0.05, -4.0, 0.05, np.log(0.3)]), np.array([8.0, 2.0, 4.0, 2.0, np.log(loss.min())])
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        found = [least_squares(residual, low + (high - low) * rng.random(5), method="trf", max_nfev=3000)
+                 for _ in range(starts)]
+    found = [r for r in found if np.all(np.isfinite(r.x))]
+    if not found:
+        return np.full(5, np.nan), "no start converged"
+    best = min(found, key=lambda r: r.cost)
+    agree = sum(1 for r in found if r.cost <= best.cost * (1 + 1e-6) + 1e-15 and abs(r.x[3] - best.x[3]) < 1e-3)
+    if agree < 2:
+        return best.x, f"only {agree} of {len(found)} starts reached the best optimum"
+    share = [np.max(t / sum(terms(best.x))) for t in terms(best.x)[:2]]
+    if min(share) < 1e-6 or max(best.x[1], best.x[3]) > 10:
+        return best.x, "a term vanished or an exponent ran off (the data do not determine it)"
+    return best.x, None
+
+
+def width_depth_fit(ds: xr.Dataset) -> WidthDepthFit:
+    """The Chinchilla form without its data term (the tokens are fixed) on a ladder with a width axis; refused
+    (``failure``) with fewer than :data:`MIN_WIDTHS` widths or two seeds."""
+    nan = math.nan
+    widths = [int(w) for w in ds["width"].values]
+    if len(widths) < MIN_WIDTHS:
+        return WidthDepthFit(alpha_m=nan, alpha_m_low=nan, alpha_m_high=nan, alpha_l=nan, alpha_l_low=nan,
+                             alpha_l_high=nan, loss_limit=nan, failure=f"needs {MIN_WIDTHS} widths or more (this "
+                                                                        f"ladder has {len(widths)})")
+    full = ds["val_loss"].sel(length=1.0).mean("batch").transpose("seed", "width", "depth").values
+    m, ell = np.meshgrid(np.asarray(widths, float), ds["depth"].values.astype(float), indexing="ij")
+    fits = [_width_depth_one(m.ravel(), ell.ravel(), one.ravel()) for one in full]
+    failures = sorted({f for _, f in fits if f})
+    thetas = np.array([t for t, _ in fits])
+    alpha_m = over_replicates(lambda i: float(thetas[int(i[0]), 1]), np.arange(len(fits))[:, None])
+    alpha_l = over_replicates(lambda i: float(thetas[int(i[0]), 3]), np.arange(len(fits))[:, None])
+    failure = "; ".join(failures) or (None if len(fits) >= 2 else "one seed: no interval over seeds")
+    return WidthDepthFit(alpha_m=alpha_m.value, alpha_m_low=alpha_m.low, alpha_m_high=alpha_m.high,
+                         alpha_l=alpha_l.value, alpha_l_low=alpha_l.low, alpha_l_high=alpha_l.high,
+                         loss_limit=float(np.exp(thetas[:, 4]).mean()), failure=failure)
+
+
 def ladder_rows(ds: xr.Dataset, record: str) -> list[ComparisonRow]:
     """The depth-law exponent of every width, as rows of ``resflow compare`` (a failed fit says so)."""
     rows = []
@@ -269,6 +340,12 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
         lines.append(f"| {f.width} | {alpha} | {', '.join(_number(a, 2) for a in f.alpha_per_seed)} | "
                      f"{_number(f.loss_limit)} | {_interval(f.exponent, f.exponent_low, f.exponent_high)} | "
                      f"{_interval(f.lesion_exponent, f.lesion_low, f.lesion_high)} | {f.verdict} |")
+    both = width_depth_fit(ds)
+    lines += ["", "The Chinchilla form at fixed tokens, c_m m^-α_m + c_ℓ ℓ^-α_ℓ + L0 (per seed; t interval over "
+              "seeds): " + (f"not fitted: {both.failure}" if both.failure and not math.isfinite(both.alpha_l) else
+                            f"α_m = {_interval(both.alpha_m, both.alpha_m_low, both.alpha_m_high)}, α_ℓ = "
+                            f"{_interval(both.alpha_l, both.alpha_l_low, both.alpha_l_high)}, L0 = "
+                            f"{_number(both.loss_limit)}" + (f" (failed: {both.failure})" if both.failure else ""))]
     lines += ["", "Signatures per depth (mean over seeds; the residual stream on the measurement windows): median "
               "layer's update angle (rad), early-stop fractions (update sizes; the study's step-angle PCA), mean "
               "lesion and swap loss change (nats):", "",

@@ -21,17 +21,26 @@ import torch
 
 from ..errors import ConfigError
 
-__all__ = ["HEAD_SIZE", "EOS", "train_tokenizer", "tokenizer_sha256", "encode_documents", "model_config",
+__all__ = ["HEAD_SIZE", "EOS", "require_llm", "train_tokenizer", "tokenizer_sha256", "encode_documents", "model_config",
            "build_model", "decoder_layers", "residual_stream", "parameter_count"]
 
 HEAD_SIZE = 32
 EOS = "<|endoftext|>"
 
 
+def require_llm() -> None:
+    """Raise a :class:`ConfigError` naming the fix unless transformers and tokenizers import."""
+    _transformers()
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError("the language-model ladder needs the llm extra: pip install 'resflow[llm]'.") from exc
+
+
 def _transformers():
     try:
         import transformers
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
         raise ConfigError("the language-model ladder needs the llm extra: pip install 'resflow[llm]'.") from exc
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()

@@ -17,6 +17,7 @@ from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..llm.ladder import LadderConfig, train_ladder
 from ..llm.ladder_records import KIND, LadderFit, ladder_dataset, ladder_fits, ladder_tables, plot_ladder
+from ..llm.lm import require_llm
 from ..provenance import provenance
 from ..store import Store
 
@@ -56,6 +57,7 @@ def _resumable(store: Path, config: LadderConfig) -> Path:
 def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool = False,
                progress: Callable[[int, int, str], None] | None = None) -> LadderRun:
     """Train and measure every model of ``config`` and write the ``lm-ladder`` record and figure into ``out``."""
+    require_llm()  # before anything is written
     out = Path(out)
     if resume:
         run_dir = _resumable(out, config)

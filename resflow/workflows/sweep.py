@@ -101,7 +101,11 @@ class SweepPlan:
             object.__setattr__(self, "replicates", check_int("replicates", self.replicates, minimum=1))
 
     def base_config(self) -> ExperimentConfig:
-        config = load_preset(self.experiment, self.preset).with_overrides(list(self.overrides))
+        config = load_preset(self.experiment, self.preset)
+        if not isinstance(config, ExperimentConfig):
+            raise ConfigError(f"sweeps run the teacher-student experiments; {self.experiment!r} trains its models one "
+                              "by one (`resflow run` with --set workers=N trains N at once).")
+        config = config.with_overrides(list(self.overrides))
         return config if self.replicates is None else dataclasses.replace(config, replicates=self.replicates)
 
     @property
