@@ -227,6 +227,21 @@ def test_a_shorter_length_is_the_run_of_that_length(corpus_dir, tokenizer):
     short = run(steps=20, lengths=(1.0,))
     np.testing.assert_allclose(long[0], short[-1], rtol=1e-6)
     assert not np.allclose(long[0], long[1])
+    # and the long run is untouched by its fork (its model, optimiser and data stream are copied)
+    np.testing.assert_allclose(long[-1], run(steps=40, lengths=(1.0,))[-1], rtol=1e-6)
+
+
+def test_each_seed_its_own_data_order(corpus_dir, tokenizer):
+    corpus = read_corpus(corpus_dir)
+    stream = encode_documents(tokenizer, corpus.train)
+    windows = validation_windows(encode_documents(tokenizer, corpus.validation), 32, 512)
+
+    def run(data_seed):  # one initialisation, the data order of data_seed
+        model = build_model(vocab_size=len(tokenizer), width=32, depth=1, context=32, seed=0)
+        return train_model(model, stream, windows, recipe(steps=10, lengths=(1.0,)), seed=data_seed).losses
+
+    np.testing.assert_array_equal(run(0), run(0))
+    assert not np.allclose(run(0), run(1))
 
 
 def test_an_interrupted_model_resumes_to_the_same_result(corpus_dir, tokenizer, tmp_path):
