@@ -48,8 +48,9 @@ EXPERIMENT = Experiment(
     summary="Decoder-only transformers of one width and token budget at depths 1-8, trained here on Shakespeare: "
             "the depth law L = c l^-alpha + L_inf with intervals over seeds, probes and lesions of the same models.",
     presets=PRESETS, figure=figure, report=report,
-    notes={"cpu": "width 64, 2 seeds, 7.4M tokens per model; about 30 minutes on 2 cores",
+    notes={"cpu": "width 64, 2 seeds, 7.4M tokens per model; about 33 minutes on 2 cores",
            "gpu": "widths 64 and 128, 3 seeds, twice the batch; for a GPU (8 workers on an H200: docs/results.md)",
            "gpu-wide": "the gpu preset with width 256 added (54 models); longer than one device session",
            "tiny": "seconds: a smoke run (the tests use it)"},
+    costs={"cpu": "32 min 32 s (docs/results.md)"},
 )

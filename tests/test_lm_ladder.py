@@ -25,7 +25,8 @@ from resflow import ConfigError  # noqa: E402
 from resflow.cli import app  # noqa: E402
 from resflow.llm.corpus import VALIDATION_EVERY, CorpusSource, fetch_corpus, read_corpus  # noqa: E402
 from resflow.llm.ladder import LadderConfig, measure_model  # noqa: E402
-from resflow.llm.ladder_records import ladder_fits, ladder_problems  # noqa: E402
+from resflow.llm.ladder_fit import ladder_fits  # noqa: E402
+from resflow.llm.ladder_records import ladder_problems  # noqa: E402
 from resflow.llm.lm import (  # noqa: E402
     build_model,
     encode_documents,
@@ -388,7 +389,7 @@ def test_the_command_runs_a_ladder_and_refuses_bad_settings(corpus_dir, tmp_path
 def test_the_width_depth_fit_recovers_planted_exponents_and_refuses_two_widths():
     import xarray as xr
 
-    from resflow.llm.ladder_records import width_depth_fit
+    from resflow.llm.ladder_fit import width_depth_fit
 
     widths, depths, seeds = np.array([64, 128, 256]), np.array([1, 2, 3, 4, 6, 8]), 4
     rng = np.random.default_rng(1)

@@ -14,7 +14,8 @@ module             what it holds
                    residual stream
 ``lm_training``    training one model: AdamW, warmup-stable-decay, forks for the shorter lengths
 ``ladder``         :class:`LadderConfig` and :func:`train_ladder`: every model trained and measured
-``ladder_records`` the ``lm-ladder`` record, the depth-law fit, tables, figure, comparison rows
+``ladder_fit``     the depth law c l^-a + L_inf per width (t intervals over seeds), the Chinchilla form
+``ladder_records`` the ``lm-ladder`` record, its tables, figure and comparison rows
 =================  =============================================================================
 
 Built on :mod:`resflow.analysis` (the same metrics for transformers as for toy stacks).

@@ -16,7 +16,8 @@ from .._atomic import atomic_write
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..llm.ladder import LadderConfig, train_ladder
-from ..llm.ladder_records import KIND, LadderFit, ladder_dataset, ladder_fits, ladder_tables, plot_ladder
+from ..llm.ladder_fit import LadderFit, ladder_fits
+from ..llm.ladder_records import KIND, ladder_dataset, ladder_tables, plot_ladder
 from ..llm.lm import require_llm
 from ..provenance import provenance
 from ..store import Store
