@@ -160,12 +160,14 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     start, elapsed = 0, 0.0
     path = work_dir / CHECKPOINT if work_dir is not None else None
     if path is not None and path.is_file():
-        state = torch.load(path, map_location=device, weights_only=False)
+        state = torch.load(path, map_location=device, weights_only=True)  # tensors and plain containers only
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
+        gen.set_state(state["generator"].cpu())
         start, elapsed = state["step"], state["seconds"]
-        result = state["result"]
+        saved = state["result"]
+        result = LMResult(losses=np.array(saved["losses"], float), curve_steps=list(saved["curve_steps"]),
+                          curve_losses=list(saved["curve_losses"]))
     began = time.perf_counter()
     taken = 0
 
@@ -180,7 +182,9 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
             return
         result.seconds = elapsed + time.perf_counter() - began
         state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": gen.get_state(),
-                 "step": step, "seconds": result.seconds, "result": result}
+                 "step": step, "seconds": result.seconds,
+                 "result": {"losses": result.losses.tolist(), "curve_steps": list(result.curve_steps),
+                            "curve_losses": list(result.curve_losses)}}
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(path)
