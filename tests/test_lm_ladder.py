@@ -364,6 +364,13 @@ def test_the_depth_law_fit_recovers_a_planted_exponent_and_refuses_one_seed():
     (fit,) = ladder_fits(fake)
     assert fit.failure is None
     assert fit.alpha_low < 0.7 < fit.alpha_high and abs(fit.alpha - 0.7) < 0.05
+    # the interval is the t interval over the seeds' own exponents (its width set by the seeds' spread)
+    from scipy import stats
+
+    per_seed = np.array(fit.alpha_per_seed)
+    half = stats.t.ppf(0.975, seeds - 1) * per_seed.std(ddof=1) / math.sqrt(seeds)
+    assert fit.alpha == pytest.approx(per_seed.mean()) and len(per_seed) == seeds
+    assert (fit.alpha_low, fit.alpha_high) == pytest.approx((per_seed.mean() - half, per_seed.mean() + half))
     assert fit.loss_limit == pytest.approx(1.5, abs=0.02)
     assert fit.lesion_exponent == pytest.approx(1.0, abs=1e-6)
     (single,) = ladder_fits(fake.isel(seed=[0]))
