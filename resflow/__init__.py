@@ -41,6 +41,7 @@ from .errors import (
     ResflowError,
     ShapeError,
     TableauError,
+    TrainingDivergedError,
     UnknownNameError,
 )
 from .provenance import package_version
@@ -90,6 +91,7 @@ __all__ = [
     "IncompatibleOptionsError",
     "TableauError",
     "FitFailedError",
+    "TrainingDivergedError",
 ]
 
 

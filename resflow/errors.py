@@ -15,6 +15,7 @@ __all__ = [
     "IncompatibleOptionsError",
     "TableauError",
     "FitFailedError",
+    "TrainingDivergedError",
 ]
 
 
@@ -44,3 +45,8 @@ class TableauError(ConfigError):
 
 class FitFailedError(ResflowError):
     """A fit ran but failed its checks (starts disagree, a term vanished, standard errors not finite)."""
+
+
+class TrainingDivergedError(ResflowError, FloatingPointError):
+    """A model's training or validation loss stopped being finite (a learning rate too high, usually)."""
+

@@ -419,3 +419,43 @@ def test_without_the_llm_extra_the_ladder_says_how_to_install_it_and_writes_noth
     out = CliRunner().invoke(app, ["run", "lm-ladder", "--preset", "tiny", "--out", str(tmp_path / "s")])
     assert out.exit_code == 2 and "pip install 'resflow[llm]'" in " ".join(out.output.split())
     assert not (tmp_path / "s").exists()
+
+
+def test_settings_that_cannot_work_are_refused_before_training(corpus_dir, tmp_path):
+    from resflow import TrainingDivergedError
+    from resflow.workflows import run_ladder
+
+    with pytest.raises(ConfigError, match="lengths"):
+        tiny(corpus_dir, lengths=())
+    with pytest.raises(ConfigError, match="fork at the same step"):
+        tiny(corpus_dir, lengths=(0.5, 0.51, 1.0))
+    with pytest.raises(ConfigError, match="validation windows"):
+        run_ladder(tiny(corpus_dir, val_tokens=64), out=tmp_path / "a")
+    with pytest.raises(TrainingDivergedError, match="lower lr"):
+        run_ladder(tiny(corpus_dir, lr=1e6, depths=(1, 2)), out=tmp_path / "b")
+    out = CliRunner().invoke(app, ["run", "lm-ladder", "--preset", "tiny", "--out", str(tmp_path / "c"), "--set",
+                                   f"corpus={corpus_dir}", "--set", "lr=1e6"])
+    assert out.exit_code == 2 and "lower lr" in " ".join(out.output.split()) and "Traceback" not in out.output
+
+
+def test_a_ladder_resumes_with_other_workers_and_a_single_seed_shows_no_interval(corpus_dir, tmp_path):
+    from resflow.workflows import report_run, run_ladder
+
+    config = tiny(corpus_dir, seeds=1, depths=(1, 2, 3, 4))
+
+    def stop(done, total, name):
+        if done >= total // 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_ladder(config, out=tmp_path / "s", progress=stop)
+    run_ladder(dataclasses.replace(config, workers=2), out=tmp_path / "s", resume=True)  # speed settings may differ
+    with pytest.raises(KeyboardInterrupt):
+        run_ladder(config, out=tmp_path / "s", progress=stop)  # a new run, interrupted
+    with pytest.raises(ConfigError, match="different configuration"):  # resumed with settings of other results
+        run_ladder(dataclasses.replace(config, lr=1e-3), out=tmp_path / "s", resume=True)
+    table = report_run(tmp_path / "s", experiment="lm-ladder")
+    row = table.split("verdict |")[1].split("\n")[2]
+    alpha_cell = row.split("|")[2]
+    assert ("one seed: no interval over seeds" in alpha_cell or "ran past" in alpha_cell) and "[" not in alpha_cell
+    assert "evaluation noise only" in table

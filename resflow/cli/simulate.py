@@ -132,7 +132,9 @@ def run(
         err_console.print(f"{experiment} ({preset}): {config.describe()}"
                           + (f", targets {', '.join(config.targets)}" if toy else ""), highlight=False)
         resume_hint = (f"the last checkpoint is kept; continue with `resflow run {experiment} --preset {preset} "
-                       f"--out {out}{''.join(f' --set {s}' for s in set_ or [])} --resume`")
+                       f"--out {out}{''.join(f' --set {s}' for s in set_ or [])}"
+                       f"{f' --device {device}' if device != 'auto' else ''}"
+                       f"{f' --replicates {replicates}' if replicates else ''} --resume`")
         if not toy:  # the language-model ladder
             with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
                 ladder = run_ladder(config, out=out, resume=resume,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,9 @@ from .lm import (
 from .lm_training import LMRecipe, train_model, validation_losses, validation_windows
 
 __all__ = ["LadderConfig", "LadderModel", "TrainedLadder", "train_ladder", "measure_model", "model_name",
-           "PROBE_METRICS"]
+           "check_device", "PROBE_METRICS", "SPEED_ONLY"]
+
+SPEED_ONLY = ("device", "workers")  # settings that change how fast a ladder trains, not its results
 
 PROBE_METRICS = ("step_angle", "update_angle", "norm", "update_norm")
 RESULT = "result.json"
@@ -99,7 +102,7 @@ class LadderConfig:
             raise ConfigError(f"depths must be at least two distinct depths; got {self.depths}.")
         lengths = tuple(sorted(check_real("lengths", v, low=0.0, high=1.0, low_open=True)
                                for v in check_sequence("lengths", self.lengths, example="(0.25, 0.5, 1)")))
-        if lengths[-1] != 1.0 or len(set(lengths)) != len(lengths):
+        if not lengths or lengths[-1] != 1.0 or len(set(lengths)) != len(lengths):
             raise ConfigError(f"lengths must be distinct fractions in (0, 1] including 1; got {self.lengths}.")
         object.__setattr__(self, "widths", tuple(sorted(widths)))
         object.__setattr__(self, "depths", depths)
@@ -115,7 +118,11 @@ class LadderConfig:
         if self.corpus and not Path(self.corpus).expanduser().exists():
             raise ConfigError(f"corpus {self.corpus!r} does not exist; pass a directory of .txt/.md files, a zip, or "
                               "leave corpus empty for the pinned default.")
-        first_fork = round((1 - self.decay_fraction) * round(self.lengths[0] * self.steps))
+        forks = [round((1 - self.decay_fraction) * round(f * self.steps)) for f in self.lengths[:-1]]
+        if len(set(forks)) != len(forks):
+            raise ConfigError(f"lengths {self.lengths} of {self.steps} steps fork at the same step ({forks}); use "
+                              "lengths further apart or more steps.")
+        first_fork = forks[0] if forks else self.steps
         if len(self.lengths) > 1 and first_fork <= self.warmup:
             raise ConfigError(f"the shortest length {self.lengths[0]:g} of {self.steps} steps starts its decay at step "
                               f"{first_fork}, inside the {self.warmup} warmup steps; train longer, warm up for fewer "
@@ -189,7 +196,13 @@ class LadderModel:
     device: str = ""  # where it was trained (e.g. "cuda: NVIDIA H200"); "" in results written before it was kept
 
     def to_json(self) -> dict:
-        return json.loads(json.dumps(dataclasses.asdict(self), default=float).replace("NaN", "null"))
+        def finite(v):  # JSON has no NaN or infinity: null, at any depth
+            if isinstance(v, dict):
+                return {k: finite(x) for k, x in v.items()}
+            if isinstance(v, list | tuple):
+                return [finite(x) for x in v]
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+        return finite(dataclasses.asdict(self))
 
     @classmethod
     def from_json(cls, data: dict) -> LadderModel:
@@ -296,7 +309,15 @@ def _data(config: LadderConfig, run_dir: Path) -> _Data:
     corpus = load_corpus(config.corpus or None)
     tokenizer = _tokenizer(run_dir, corpus, config.vocab_size)
     windows = validation_windows(encode_documents(tokenizer, corpus.validation), config.context, config.val_tokens)
+    if len(windows) < config.eval_batches:  # before any model trains
+        raise ConfigError(f"{len(windows)} validation windows cannot make {config.eval_batches} evaluation batches; "
+                          "raise val_tokens, lower eval_batches, or give the corpus more validation text.")
     return _Data(corpus, tokenizer, encode_documents(tokenizer, corpus.train), windows)
+
+
+def check_device(config: LadderConfig) -> str:
+    """The device ``config`` trains on; a :class:`ConfigError` if it is not available here."""
+    return _device(config.device)
 
 
 def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, depth: int, seed: int, device: str,
@@ -352,11 +373,15 @@ def train_ladder(config: LadderConfig, run_dir: Path, *, progress: Callable[[int
         with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")
                                                     ) as pool:
             futures = {pool.submit(_worker, config.to_json(), str(run_dir), *m, device, threads): m for m in todo}
-            for future in concurrent.futures.as_completed(futures):
-                future.result()
-                done += 1
-                if progress:
-                    progress(done * per_model, total, model_name(*futures[future]))
+            try:
+                for future in concurrent.futures.as_completed(futures):
+                    future.result()
+                    done += 1
+                    if progress:
+                        progress(done * per_model, total, model_name(*futures[future]))
+            except BaseException:  # a failed model or Ctrl-C: the queued models are not started
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     else:
         for width, depth, seed in todo:
             name = model_name(width, depth, seed)

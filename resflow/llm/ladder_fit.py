@@ -25,8 +25,9 @@ from ..analysis.fits import fit_offset
 from ..analysis.intervals import exponent_interval, over_replicates
 from ..analysis.verdict import convergence_verdict
 from ..loglog import slopes
+from .scaling_fit import MAX_EXPONENT
 
-__all__ = ["LadderFit", "ladder_fits", "WidthDepthFit", "width_depth_fit", "MIN_WIDTHS"]
+__all__ = ["LadderFit", "ladder_fits", "WidthDepthFit", "width_depth_fit", "MIN_WIDTHS", "MIN_DEPTHS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +76,8 @@ def _mean(values) -> float:
 
 
 def _offset_fit(depths, losses) -> tuple[float, float, float]:
-    fit = fit_offset(depths, losses)
+    with np.errstate(over="ignore", invalid="ignore"):  # the optimiser's trial steps may overflow; they lose
+        fit = fit_offset(depths, losses)
     return (math.nan, math.nan, math.nan) if fit is None else fit
 
 
@@ -96,8 +98,12 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
         verdict = convergence_verdict(depths, [float(v) for v in one["length"].values],
                                       one["val_loss"].transpose("depth", "seed", "length", "batch").values)
         failure = None
-        if not np.all(np.isfinite([p[1] for p in per_seed])):
+        if len(depths) < MIN_DEPTHS:
+            failure = f"the depth law needs {MIN_DEPTHS} depths or more (this ladder has {len(depths)})"
+        elif not np.all(np.isfinite([p[1] for p in per_seed])):
             failure = "the depth law c ℓ^-α + L∞ did not fit every seed"
+        elif max(p[1] for p in per_seed) > MAX_EXPONENT:
+            failure = f"the depth law's exponent ran past {MAX_EXPONENT:g} (the losses do not determine it)"
         elif ds.sizes["seed"] < 2:
             failure = "one seed: no interval over seeds (train two or more)"
         elif not math.isfinite(law.low):
@@ -129,6 +135,7 @@ class WidthDepthFit:
 
 
 MIN_WIDTHS = 3  # a width term c m^-a + L0 has three unknowns
+MIN_DEPTHS = 4  # c l^-a + L_inf has three (resflow.analysis.fits.fit_offset needs four points)
 
 
 def _width_depth_one(m, ell, loss, starts: int = 48, seed: int = 0) -> tuple[np.ndarray, str | None]:

@@ -170,10 +170,14 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
               "| width | α [95%] | α per seed | L∞ | plain slope [95%] | lesion α [95%] | verdict |",
               "|---|---|---|---|---|---|---|"]
     for f in fits:
-        alpha = _interval(f.alpha, f.alpha_low, f.alpha_high) + (f" ({f.failure})" if f.failure else "")
+        # a failed fit shows no interval (one seed's would be evaluation noise only)
+        alpha = f"{_number(f.alpha, 2)} ({f.failure})" if f.failure else _interval(f.alpha, f.alpha_low, f.alpha_high)
         lines.append(f"| {f.width} | {alpha} | {', '.join(_number(a, 2) for a in f.alpha_per_seed)} | "
                      f"{_number(f.loss_limit)} | {_interval(f.exponent, f.exponent_low, f.exponent_high)} | "
                      f"{_interval(f.lesion_exponent, f.lesion_low, f.lesion_high)} | {f.verdict} |")
+    if ds.sizes["seed"] < 2:
+        lines += ["", "One seed: the plain slope's and the lesion exponent's intervals are evaluation noise only "
+                  "(bootstrap over the evaluation batches), not seed to seed."]
     both = width_depth_fit(ds)
     lines += ["", "The Chinchilla form at fixed tokens, c_m m^-α_m + c_ℓ ℓ^-α_ℓ + L0 (per seed; t interval over "
               "seeds): " + (f"not fitted: {both.failure}" if both.failure and not math.isfinite(both.alpha_l) else

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import ConfigError
+from ..errors import ConfigError, TrainingDivergedError
 
 __all__ = ["LMRecipe", "LMResult", "lr_factor", "fork_step", "validation_windows", "validation_losses",
            "train_model", "CHECKPOINT"]
@@ -80,7 +80,8 @@ def fork_step(total: int, decay_fraction: float) -> int:
 
 
 def validation_windows(stream: np.ndarray, context: int, max_tokens: int) -> torch.Tensor:
-    """Non-overlapping windows ``(n, context + 1)`` of a token stream, at most ``max_tokens`` predicted tokens."""
+    """Non-overlapping windows ``(n, context + 1)`` of a token stream: as many as hold ``max_tokens`` predicted
+    tokens (at least one)."""
     n = min((len(stream) - 1) // context, max(1, max_tokens // context))
     if n < 1:
         raise ConfigError(f"the validation stream has {len(stream)} tokens, fewer than one window of {context + 1}; "
@@ -126,7 +127,8 @@ def _steps(model, opt, stream: torch.Tensor, gen: torch.Generator, recipe: LMRec
         batch = stream[starts[:, None] + offsets].to(device)
         loss = _loss(model, batch)
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"the training loss became {float(loss)} at step {step}")
+            raise TrainingDivergedError(f"the training loss became {float(loss.detach())} at step {step}; train with a "
+                                        f"lower lr (it is {recipe.lr:g}) or a longer warmup.")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -144,6 +146,12 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     existing one is resumed.
     """
     lengths = sorted(recipe.lengths)
+    if len(windows) < recipe.eval_batches:
+        raise ConfigError(f"{len(windows)} validation windows cannot make {recipe.eval_batches} evaluation batches; "
+                          "raise val_tokens, lower eval_batches, or give the corpus more validation text.")
+    if len(train_stream) <= recipe.context + 1:
+        raise ConfigError(f"the training stream has {len(train_stream)} tokens, not more than one window of "
+                          f"{recipe.context + 1}; use a shorter context or a larger corpus.")
     if lengths[-1] != 1.0:
         raise ConfigError(f"lengths must end with 1 (the whole budget); got {lengths}.")
     forks = {fork_step(recipe.length_steps(f), recipe.decay_fraction): f for f in lengths[:-1]}
@@ -215,7 +223,7 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     result.seconds = elapsed + time.perf_counter() - began
     result.steps_done = recipe.steps
     if not np.isfinite(result.losses).all():
-        raise FloatingPointError("a validation loss is not finite")
+        raise TrainingDivergedError(f"a validation loss is not finite; train with a lower lr (it is {recipe.lr:g}).")
     model.eval()
     return result
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from .._atomic import atomic_write
 from ..analysis.plots import save_figure
 from ..errors import ConfigError
-from ..llm.ladder import LadderConfig, train_ladder
+from ..llm.ladder import SPEED_ONLY, LadderConfig, check_device, train_ladder
 from ..llm.ladder_fit import LadderFit, ladder_fits
 from ..llm.ladder_records import KIND, ladder_dataset, ladder_tables, plot_ladder
 from ..llm.lm import require_llm
@@ -49,9 +49,13 @@ def _resumable(store: Path, config: LadderConfig) -> Path:
         raise ConfigError(f"no interrupted {config.experiment!r} run to resume in {str(store)!r}; run without "
                           "--resume.")
     run_dir = candidates[-1]
-    if json.loads((run_dir / RUN_INFO).read_text())["config"] != json.loads(config.to_json()):
+
+    def results(values: dict) -> dict:  # the settings that decide the results (device, workers: speed only)
+        return {k: v for k, v in values.items() if k not in SPEED_ONLY}
+
+    if results(json.loads((run_dir / RUN_INFO).read_text())["config"]) != results(json.loads(config.to_json())):
         raise ConfigError(f"{run_dir} was started with a different configuration; pass the same preset and --set "
-                          "options to resume it.")
+                          "options to resume it (the device and the number of workers may differ).")
     return run_dir
 
 
@@ -59,6 +63,7 @@ def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool = False,
                progress: Callable[[int, int, str], None] | None = None) -> LadderRun:
     """Train and measure every model of ``config`` and write the ``lm-ladder`` record and figure into ``out``."""
     require_llm()  # before anything is written
+    check_device(config)
     out = Path(out)
     if resume:
         run_dir = _resumable(out, config)
