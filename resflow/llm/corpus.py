@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from .data import _sha256
 
 __all__ = ["CorpusSource", "Corpus", "SHAKESPEARE", "VALIDATION_EVERY", "cache_dir", "fetch_corpus",
            "read_corpus", "load_corpus"]
@@ -70,14 +71,6 @@ class Corpus:
 def cache_dir() -> Path:
     """Where downloaded corpora are kept: ``$RESFLOW_CACHE`` or ``~/.cache/resflow``."""
     return Path(os.environ.get("RESFLOW_CACHE") or Path.home() / ".cache" / "resflow")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch_corpus(source: CorpusSource = SHAKESPEARE, *, directory: Path | str | None = None) -> Path:

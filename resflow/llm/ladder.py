@@ -26,6 +26,7 @@ from .._overrides import field_types, typed_assignment
 from .._validate import check_int, check_real, check_sequence
 from ..analysis.probes import probe_states
 from ..errors import ConfigError
+from ..training.engine import resolve_device
 from .corpus import load_corpus
 from .interventions import _hooks, _replace_output
 from .lm import (
@@ -273,11 +274,7 @@ def _device_name(device: str) -> str:
 
 
 def _device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} asked for but CUDA is not available; use device=cpu or auto.")
-    return name
+    return str(resolve_device(name))
 
 
 def _tokenizer(run_dir: Path, corpus, vocab_size: int):

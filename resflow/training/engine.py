@@ -61,8 +61,8 @@ def resolve_device(device: str) -> torch.device:
     """``"auto"`` picks CUDA when available; ``"cuda"`` without a GPU is an error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise IncompatibleOptionsError("device='cuda' but no CUDA device is available; use --device cpu or auto.")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise IncompatibleOptionsError(f"device={device!r} but no CUDA device is available; use --device cpu or auto.")
     return torch.device(device)
 
 
