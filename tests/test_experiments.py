@@ -20,11 +20,15 @@ TINY = ["train.steps=60", "train.eval_every=20", "train.eval_batches=2", "train.
 TOY = [name for name, e in registered().items() if isinstance(e.preset("cpu"), ExperimentConfig)]
 
 
-@pytest.mark.parametrize("name", TOY)
-@pytest.mark.parametrize("which", ["cpu", "paper"])
+@pytest.mark.parametrize("name, which", [(name, which) for name in TOY for which in registered()[name].presets])
 def test_presets_are_valid(name, which):
     cfg = preset(name, which)
     assert cfg.experiment == name and len(cfg.student_specs()) > 0
+
+
+@pytest.mark.parametrize("name", [name for name in TOY if name != "hierarchy"])
+def test_every_teacher_experiment_has_a_study_scale_preset(name):
+    assert "paper" in registered()[name].presets
 
 
 @pytest.mark.parametrize("name", list(registered()))

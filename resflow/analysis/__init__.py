@@ -6,6 +6,9 @@ module             what it holds
 ``metrics``        hidden-state metrics (angles, norms, progress): one definition for every model
 ``probes``         streaming aggregation of the metrics over tokens, early stopping, probe records
 ``groups``         update angles within a functional group of layers and across its boundaries
+``early_exit``     where each input's readout exits along depth: confidence and settled rules
+``hierarchy``      students of Random Hierarchy Model data: losses, accuracies, the depth at which the loss drops
+``signatures``     the three readings side by side: angles, early stop, early exit, groups, drop depth
 ``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
 ``fits``           depth exponents of a run: plain, law-aware, offset, asymptotic; the verdict; the regime
 ``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .. import laws
+from .._specs import is_class_target
 from ..noise import parse_correlation
 
 __all__ = ["law_for_target", "finite_teacher_factor", "NO_LAW"]
@@ -35,6 +36,8 @@ NO_LAW = "none"  # the law of a series whose teacher has no derived finite-teach
 def law_for_target(target: str, teacher_depth: float = math.inf) -> str | None:
     """The finite-teacher law that reads a series of students of ``target`` (a teacher spec), from its
     correlation between layers over ``teacher_depth`` layers; None when no factor is derived for it."""
+    if is_class_target(target):  # a grammar, not a flow: no finite-teacher law
+        return None
     n = min(int(teacher_depth), 64) if math.isfinite(teacher_depth) else 8  # the families are homogeneous
     covariance = parse_correlation(target).covariance(max(n, 2)).double()
     if torch.allclose(covariance, torch.ones_like(covariance)):

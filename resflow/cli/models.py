@@ -123,6 +123,22 @@ def compare(
                 inter.add_row(r.source, r.name, str(r.depth), r.measure, f"{r.lesion_mean:.3g}", f"{r.flatness:.2f}",
                               f"{r.swap_share:.3g}", "-" if r.repair != r.repair else f"{r.repair:.3g}")
             console.print(inter)
+        if result.signatures:
+            sig = Table(title="Signatures of the three readings (docs/results.md): middle-layer update angle (rad), "
+                              "early-stop fraction, early exit (first half; mean e/ℓ), angles within/across a "
+                              "teacher's groups (rad), RHM drop depth")
+            for column in ("source", "stack", "layers", "update angle", "early stop", "exit early", "exit e/ℓ",
+                           "within", "across", "drop depth"):
+                sig.add_column(column)
+
+            def cell(value: float) -> str:
+                return "-" if value != value else ("> run" if value == float("inf") else f"{value:.3g}")
+
+            for r in result.signatures:
+                sig.add_row(r.source, r.name, str(r.depth), cell(r.update_angle), cell(r.early_stop),
+                            cell(r.exit_early), cell(r.exit_depth), cell(r.angle_within), cell(r.angle_across),
+                            cell(r.drop_depth))
+            console.print(sig)
         if result.unfitted:
             console.print(f"[yellow]not shown[/] (no fit record; `resflow fit STORE` fits them): "
                           f"{', '.join(result.unfitted)}", highlight=False)

@@ -21,6 +21,7 @@ from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
 from ..training.block import StudentSpec
+from ..training.classes import HierarchyTarget, HierarchyTargetConfig, is_class_target
 from ..training.config import TrainConfig
 from ..training.teacher import Teacher, TeacherConfig
 
@@ -32,7 +33,8 @@ class ExperimentConfig:
     """Everything that defines a run: teachers, students, training.
 
     ``targets`` are teacher specs (``independent``, ``tied``, ``correlated:0.9``, ``fractional:0.75``,
-    ``grouped:4``);
+    ``grouped:4``), or classification targets ``rhm:L`` (Random Hierarchy Model data of hierarchy
+    depth L, :mod:`resflow.training.classes`; with ``train.loss="ce"``);
     every target gets students of every ``depth`` x ``scheme`` x replicate x temperature (KL) x
     length.  A **replicate** ``r`` has its own teachers (seed ``teacher_seed + r``, shared by the
     targets so comparisons stay paired), its own data stream (seed ``seed + r``) and its own student
@@ -120,15 +122,44 @@ class ExperimentConfig:
                 self.teacher_config(t)  # validates the spec
             except ConfigError as exc:
                 raise type(exc)(f"targets: {exc}") from None
+        classes = {is_class_target(t) for t in self.targets}
+        if classes == {True, False}:
+            raise ConfigError(f"targets mixes classification targets (rhm:L) with teachers: {self.targets}; they "
+                              "train with different losses. Run them separately.")
+        if (True in classes) != (self.train.loss == "ce"):
+            fix = ("set train.loss=ce" if True in classes else "use rhm:L targets or train.loss=mse")
+            raise ConfigError(f"targets {self.targets} and train.loss={self.train.loss!r} do not go together: "
+                              f"classification targets (rhm:L) train with loss 'ce', teachers with 'mse' or 'kl'; "
+                              f"{fix}.")
+        if self.classifies:
+            grammars = {(c.hierarchy.vocab, c.hierarchy.classes) for c in map(self.teacher_config, self.targets)}
+            if len(grammars) > 1:
+                raise ConfigError(f"targets {self.targets}: the grammars of a run need one vocabulary (v) and "
+                                  f"number of classes (c), since the students share their embedding and head "
+                                  f"shapes; got (v, c) = {sorted(grammars)}.")
+        if self.classifies and self.init != "scratch":
+            raise ConfigError("init='doubling' continues regression students; classification students (rhm:L) "
+                              "train from scratch. Use init='scratch'.")
 
-    def teacher_config(self, target: str, replicate: int = 0) -> TeacherConfig:
-        """The teacher of ``target`` in ``replicate`` (seed ``teacher_seed + replicate``)."""
+    @property
+    def classifies(self) -> bool:
+        """Whether the run's students learn classification targets (``rhm:L``) rather than teachers."""
+        return is_class_target(self.targets[0])
+
+    def teacher_config(self, target: str, replicate: int = 0) -> TeacherConfig | HierarchyTargetConfig:
+        """The teacher of ``target`` in ``replicate`` (seed ``teacher_seed + replicate``); for ``rhm:L`` its
+        grammar (rules seeded ``teacher_seed + replicate``)."""
+        if is_class_target(target):
+            return HierarchyTargetConfig.from_spec(target, width=self.width, seed=self.teacher_seed + replicate)
         return TeacherConfig.from_spec(target, width=self.width, depth=self.teacher_depth, vocab=self.vocab,
                                        seed=self.teacher_seed + replicate)
 
-    def teachers(self) -> dict[tuple[str, int], Teacher]:
+    def teachers(self) -> dict[tuple[str, int], Teacher | HierarchyTarget]:
         """Every teacher of the run, keyed ``(target, replicate)`` as :func:`resflow.training.train` expects."""
-        return {(t, r): Teacher(self.teacher_config(t, r)) for t in self.targets for r in self.replicate_ids}
+        def build(config):
+            return HierarchyTarget(config) if isinstance(config, HierarchyTargetConfig) else Teacher(config)
+
+        return {(t, r): build(self.teacher_config(t, r)) for t in self.targets for r in self.replicate_ids}
 
     @property
     def replicate_ids(self) -> range:

@@ -10,6 +10,7 @@ module              what it holds
 ``kernels``         the block and losses for many students at once, with hand-derived gradients
 ``bank``            the layout of a bank of students of one scheme in one flat buffer; shared weights
 ``targets``         teacher outputs for a batch, every teacher evaluated once
+``classes``         classification targets (``rhm:L``): grammars, token batches, labels by parsing
 ``data``            :class:`DataStream`: fresh training and evaluation inputs from seeded generators
 ``optim``           Adam on a flat buffer with a learning rate per element
 ``soap``            SOAP (Adam in Shampoo's eigenbasis) on a bank's flat buffers, batched

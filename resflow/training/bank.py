@@ -2,7 +2,8 @@
 
 Students are sorted deepest first; layer ``l`` holds the ``n_l`` students deeper than ``l`` (a
 prefix of the bank), so no parameter is padding and every layer is one batched matmul.  The flat
-buffer is ``[layer 0: W1, b1, W2 | layer 1: ... | head]``; :meth:`StudentBank.layers` gives the
+buffer is ``[layer 0: W1, b1, W2 | layer 1: ... | head | embedding]`` (the embedding, of students of
+tokens only: :mod:`resflow.training.classes`); :meth:`StudentBank.layers` gives the
 per-layer views of any buffer with that layout (parameters, gradients, Adam moments, learning
 rates).  Initial values come from :func:`resflow.training.block.init_student`, one student at a time.
 
@@ -29,7 +30,7 @@ __all__ = ["StudentBank"]
 class StudentBank:
     """Layout of the students of one scheme (no tensors of its own but the initial buffer)."""
 
-    def __init__(self, specs: list[StudentSpec], width: int, hidden: int, vocab: int) -> None:
+    def __init__(self, specs: list[StudentSpec], width: int, hidden: int, vocab: int, inputs: int = 0) -> None:
         schemes = {s.scheme for s in specs}
         if len(schemes) != 1:
             raise ConfigError(f"a bank holds one scheme, got {sorted(schemes)}")
@@ -45,7 +46,9 @@ class StudentBank:
         s, h, d = self.stages, hidden, width
         self._layer_sizes = [(c * s * h * d, c * s * h, c * s * d * h) for c in self.counts]
         self.head_size = len(self.specs) * vocab * width
-        self.size = sum(map(sum, self._layer_sizes)) + self.head_size
+        self.inputs = inputs  # students of tokens: an embedding (width, inputs) each, after the heads
+        self.embed_size = len(self.specs) * width * inputs
+        self.size = sum(map(sum, self._layer_sizes)) + self.head_size + self.embed_size
         self.shares_weights = self.specs[0].weight_groups > 0
         if self.shares_weights:  # the slots (layer l, student i), layer by layer, and the shared weight each copies
             names: dict[tuple[int, int], int] = {}
@@ -70,7 +73,12 @@ class StudentBank:
 
     def head(self, flat: torch.Tensor) -> torch.Tensor:
         """The learned heads ``(n, vocab, width)`` in a flat buffer."""
-        return flat[self.size - self.head_size:].view(len(self.specs), self.vocab, self.width)
+        end = self.size - self.embed_size
+        return flat[end - self.head_size:end].view(len(self.specs), self.vocab, self.width)
+
+    def embed(self, flat: torch.Tensor) -> torch.Tensor:
+        """The token embeddings ``(n, width, inputs)`` in a flat buffer (empty without ``inputs``)."""
+        return flat[self.size - self.embed_size:].view(len(self.specs), self.width, self.inputs)
 
     def initial_parameters(self, dtype: torch.dtype, given: Mapping[StudentSpec | str, dict] | None = None
                            ) -> torch.Tensor:
@@ -82,11 +90,14 @@ class StudentBank:
         given = {(k if isinstance(k, str) else repr(k)): v for k, v in (given or {}).items()}  # by repr: a NaN
         # temperature never equals itself
         for i, spec in enumerate(self.specs):
-            init = given.get(repr(spec)) or init_student(spec, self.width, self.hidden, self.vocab, dtype)
+            init = given.get(repr(spec)) or init_student(spec, self.width, self.hidden, self.vocab, dtype,
+                                                         self.inputs)
             for layer in range(spec.depth):
                 for name in ("W1", "b1", "W2"):
                     getattr(layers[layer], name)[i] = init[name][layer]
             self.head(flat)[i] = init["head"]
+            if self.inputs:
+                self.embed(flat)[i] = init["embed"]
         return flat
 
     def student_parameters(self, flat: torch.Tensor, index: int) -> dict[str, torch.Tensor]:
@@ -95,6 +106,8 @@ class StudentBank:
         layers = self.layers(flat)[:depth]
         out = {name: torch.stack([getattr(p, name)[index] for p in layers]) for name in ("W1", "b1", "W2")}
         out["head"] = self.head(flat)[index].clone()
+        if self.inputs:
+            out["embed"] = self.embed(flat)[index].clone()
         return out
 
     def sum_shared_gradients(self, grads: torch.Tensor) -> None:
@@ -120,7 +133,7 @@ class StudentBank:
     def per_element(self, values: list[float], dtype: torch.dtype, head_values: list[float] | None = None
                     ) -> torch.Tensor:
         """A flat buffer holding ``values[i]`` at every element of student ``i`` (e.g. learning rates);
-        its head elements hold ``head_values[i]`` if given."""
+        its head (and embedding) elements hold ``head_values[i]`` if given."""
         flat = torch.empty(self.size, dtype=dtype)
         v = torch.tensor(values, dtype=dtype)
         for p in self.layers(flat):
@@ -129,6 +142,7 @@ class StudentBank:
                 view.copy_(v[: view.shape[0]].view(-1, *([1] * (view.ndim - 1))).expand_as(view))
         heads = v if head_values is None else torch.tensor(head_values, dtype=dtype)
         self.head(flat).copy_(heads.view(-1, 1, 1).expand(len(self.specs), self.vocab, self.width))
+        self.embed(flat).copy_(heads.view(-1, 1, 1).expand(len(self.specs), self.width, self.inputs))
         return flat
 
     def finite_students(self, flat: torch.Tensor) -> torch.Tensor:
@@ -139,6 +153,8 @@ class StudentBank:
                 view = getattr(p, name)
                 ok[: view.shape[0]] &= torch.isfinite(view).flatten(1).all(dim=1).cpu()
         ok &= torch.isfinite(self.head(flat)).flatten(1).all(dim=1).cpu()
+        if self.inputs:
+            ok &= torch.isfinite(self.embed(flat)).flatten(1).all(dim=1).cpu()
         return ok
 
     def flops_per_step(self, batch: int, training: bool = True) -> float:

@@ -89,6 +89,11 @@ class StudentSpec:
         if isinstance(self.budget, bool) or not isinstance(self.budget, int | float) or not 0 < self.budget <= 1:
             raise ConfigError(f"budget must be a share of the run's steps in (0, 1]; got {self.budget!r}.")
 
+    def canonical(self) -> StudentSpec:
+        """The student this one trains as: a group-structured student with at least as many groups as layers
+        has one layer per group -- it *is* the plain student, trained once (:func:`resflow.training.train`)."""
+        return dataclasses.replace(self, weight_groups=0) if 0 < self.depth <= self.weight_groups else self
+
     def __repr__(self) -> str:  # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
         left_out = {"weight_groups": 0, "budget": 1}
         fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
@@ -129,7 +134,7 @@ def first_layers(groups: torch.Tensor) -> torch.Tensor:
 
 
 def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
-                 dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+                 dtype: torch.dtype = torch.float32, inputs: int = 0) -> dict[str, torch.Tensor]:
     """Initial weights of one student, drawn on the CPU from :func:`student_seed`.
 
     Returns ``W1`` (depth, stages, hidden, width) and ``b1`` (depth, stages, hidden) from
@@ -137,6 +142,8 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     ``W2`` (depth, stages, width, hidden) and ``head`` (vocab, width) **zero**: the student is the
     identity at initialisation.  A group-structured student draws the same values, then every layer
     takes its group's first layer's (:func:`layer_groups`), so the copies of a shared weight start equal.
+    A student of tokens (``inputs`` > 0: one-hot codes of that size, :mod:`resflow.training.classes`) also
+    has an ``embed`` (width, inputs), :math:`N(0, 1)` as ``torch.nn.Embedding``, drawn after the layers.
     """
     stages = get_tableau(spec.scheme).stages
     gen = torch.Generator().manual_seed(student_seed(spec.replicate, spec.scheme, spec.depth))
@@ -153,12 +160,15 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     if groups is not None:
         first = first_layers(groups)[groups]  # each layer: its group's first layer
         W1, b1 = W1[first], b1[first]
-    return {
+    out = {
         "W1": W1,
         "b1": b1,
         "W2": torch.zeros((spec.depth, stages, *shapes["W2"]), dtype=dtype),
         "head": torch.zeros((vocab, width), dtype=dtype),
     }
+    if inputs:
+        out["embed"] = torch.randn((width, inputs), generator=gen, dtype=dtype)
+    return out
 
 
 def student_block(y: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor,

@@ -28,10 +28,13 @@ class TrainConfig:
     ----------
     steps, batch : int
         Optimiser steps and training batch size (fresh :math:`x \\sim N(0, I)` every step).
-    loss : {"mse", "kl"}
-        MSE on the final normalised state, or KL(teacher || student) on logits.
+    loss : {"mse", "kl", "ce"}
+        MSE on the final normalised state, KL(teacher || student) on logits, or cross-entropy of the
+        labels of classification targets (``"rhm:L"``, :mod:`resflow.training.classes`: students with a token
+        embedding and a learned head).
     head : {"learned", "shared"}
-        KL only: a student head learned from zero, or the teacher's head at the teacher's temperature.
+        KL only: a student head learned from zero, or the teacher's head at the teacher's temperature
+        (cross-entropy students always learn theirs).
     temperatures : tuple of float
         KL teacher temperatures (one student per temperature); ignored for MSE.
     lr_base, lr_scale : float
@@ -101,7 +104,7 @@ class TrainConfig:
         for name in ("steps", "batch", "eval_every", "eval_batches", "eval_batch_size", "checkpoint_every",
                      "precondition_frequency"):
             set_(name, check_int(name, getattr(self, name), minimum=1))
-        check_choice("loss", self.loss, ("mse", "kl"))
+        check_choice("loss", self.loss, ("mse", "kl", "ce"))
         check_choice("optimizer", self.optimizer, ("adam", "soap"))
         check_choice("head", self.head, ("learned", "shared"))
         check_choice("decay", self.decay, ("linear", "geometric", "none"))
@@ -112,6 +115,9 @@ class TrainConfig:
         set_("temperatures", temps)
         if self.loss == "kl" and not temps:
             raise ConfigError("loss='kl' needs at least one teacher temperature, e.g. temperatures=(0.1, 1.0).")
+        if self.loss == "ce" and (self.head != "learned" or self.optimizer != "adam"):
+            raise ConfigError("loss='ce' students learn their head with Adam; set head='learned' and "
+                              "optimizer='adam'.")
         for name in ("lr_base", "lr_scale", "adam_eps"):
             set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
         set_("constant_fraction", check_real("constant_fraction", self.constant_fraction, low=0.0, high=1.0))

@@ -43,6 +43,10 @@ def train(
 ) -> TrainingResult:
     """Train all ``specs`` against their teachers, batched (see the module docstring).
 
+    Students that are the same model are trained once: a group-structured student with as many groups as
+    layers is the plain student (:meth:`~resflow.training.block.StudentSpec.canonical`); the result holds every
+    requested student.
+
     Parameters
     ----------
     specs : list of StudentSpec
@@ -69,6 +73,11 @@ def train(
     keep_parameters : bool
         Return every student's trained parameters in ``result.extra["parameters"]`` (spec -> dict, CPU).
     """
+    # a structured student with as many groups as layers is the plain student: trained once, reported for both
+    requested = list(specs)
+    if any(s.canonical() != s for s in specs):
+        initial = {k.canonical(): v for k, v in (initial or {}).items()} or None
+        specs = list(dict.fromkeys(s.canonical() for s in specs))
     trainer = Trainer(specs, teachers, config, initial)
     state = trainer.init(seed)
     fingerprint = trainer.fingerprint(seed)
@@ -124,7 +133,7 @@ def train(
         final_batches=final_batches, failed=state.failed.numpy().copy(), fail_reason=list(state.reasons),
         hidden=hidden, wall_time=time.perf_counter() - t0, device=str(trainer.device), steps_done=state.step,
         extra=extra,
-    )
+    ).for_specs(requested)
 
 
 def _summary(order: list[StudentSpec], state: TrainState) -> dict[str, float]:

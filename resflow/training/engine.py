@@ -38,18 +38,19 @@ import numpy as np
 import torch
 
 from ..dynamics.fields import rmsnorm
-from ..dynamics.tableau import get_tableau
-from ..errors import ConfigError, IncompatibleOptionsError
+from ..errors import IncompatibleOptionsError
 from .bank import StudentBank
 from .block import StudentSpec
+from .classes import ClassTargets
 from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
 from .data import ReplicateStreams
-from .graphs import StepGraphs
-from .kernels import bank_backward, bank_forward, kl_head, mse_head
+from .graphs import StepGraphs, tf32_matmuls
+from .hidden import metric_inputs
+from .kernels import bank_backward, bank_forward, ce_head, embed_backward, embed_forward, kl_head, mse_head
 from .optim import AdamSettings, adam_apply, adam_scalars
 from .soap import SoapLayout, SoapSettings, soap_apply, soap_init
 from .state import CHECKPOINT_NAME, TrainState
-from .targets import Targets, teacher_key
+from .targets import Targets, check_run
 from .teacher import Teacher
 
 __all__ = ["Trainer", "resolve_device", "CHECKPOINT_NAME", "PREFETCH"]
@@ -66,30 +67,12 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def _check(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig) -> None:
-    if not specs:
-        raise ConfigError("no students to train: give at least one depth, scheme, replicate and target.")
-    if not teachers:
-        raise ConfigError("no teachers: give at least one target, e.g. {'tied': Teacher('tied')}.")
-    for s in specs:
-        teacher_key(s, teachers)
-        get_tableau(s.scheme)
-        if config.loss == "kl" and s.temperature not in config.temperatures:
-            raise ConfigError(f"student temperature {s.temperature} is not in temperatures {config.temperatures}.")
-        if not 0.0 < s.length <= 1.0 or s.steps(config.steps) < 1:
-            raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got length "
-                              f"{s.length} of budget {s.budget} of {config.steps} steps.")
-    widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
-    if len(widths) != 1:
-        raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")
-
-
 class Trainer:
     """The static part of a run, and its ``init``/``step``/``evaluate`` functions (module docstring)."""
 
     def __init__(self, specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig,
                  initial: Mapping[StudentSpec, dict] | None = None) -> None:
-        _check(specs, teachers, config)
+        check_run(specs, teachers, config)
         self.config = config
         self.device = resolve_device(config.device)
         self.dtype = getattr(torch, config.dtype)
@@ -97,14 +80,17 @@ class Trainer:
         self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
         self.temperatures = sorted(set(config.temperatures))
         self.replicates = sorted({s.replicate for s in specs})
-        self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl", self.dtype,
-                               self.device)
+        self.classes = config.loss == "ce"  # students of tokens and labels (RHM targets), not of a teacher's outputs
+        self.targets = (ClassTargets(teachers, specs, self.replicates, self.device) if self.classes
+                        else Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl",
+                                     self.dtype, self.device))
+        inputs = self.targets.in_dim if self.classes else 0
         # a bank per scheme, student structure (plain, or K weight groups), budget and training length
         def key(s: StudentSpec) -> tuple:
             return s.scheme, s.weight_groups, -s.budget, -s.length
 
         keys = sorted({key(s) for s in specs})
-        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab) for g in keys]
+        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab, inputs) for g in keys]
         self.bank_steps = [bank.specs[0].steps(config.steps) for bank in self.banks]
         self.initial = {repr(k): v for k, v in (initial or {}).items()}  # given initial parameters, by repr
         self.bank_parent, self.bank_start = self._forks(config)
@@ -134,7 +120,7 @@ class Trainer:
         self._views: dict[tuple, tuple] = {}
         # CUDA graphs replay Adam's update; SOAP steps run eagerly
         self.graphs = (StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs and self.soap is None
-                       else None)
+                       and not self.classes else None)
 
     def _forks(self, config: TrainConfig) -> tuple[list[int | None], list[int]]:
         """For each bank, the longer bank it is forked from (None: trained from the start) and its first step."""
@@ -180,9 +166,10 @@ class Trainer:
         params = [bank.initial_parameters(self.dtype, self.initial).to(self.device) for bank in self.banks]
         n = len(self.order)
         precond = [torch.zeros(layout.size, dtype=self.dtype, device=self.device) for layout in self.soap_layouts]
+        data = (self.targets.streams(seed) if self.classes
+                else ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device))
         return TrainState(step=0, params=params, adam_m=[torch.zeros_like(p) for p in params],
-                          adam_v=[torch.zeros_like(p) for p in params],
-                          data=ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device),
+                          adam_v=[torch.zeros_like(p) for p in params], data=data,
                           failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n,
                           precond=precond, bases=[torch.zeros_like(p) for p in precond])
 
@@ -213,6 +200,9 @@ class Trainer:
         slot = self.slot_index[k]
         if self.config.loss == "mse":
             return mse_head(final, targets["final"][slot], with_grad)
+        if self.classes:
+            g_head = self._layers(k, self.grads[k])[1] if with_grad else None
+            return ce_head(final, self._layers(k, params)[1], targets["labels"][slot], g_head, with_grad)
         logp = targets["logp"][slot, self.temp_index[k]]
         _, head = self._layers(k, params)
         if self.config.head == "shared":
@@ -237,17 +227,42 @@ class Trainer:
                    banks: list[int]) -> list[torch.Tensor]:
         """Training losses of the students of ``banks`` on ``x`` (R, B, d); writes their gradients."""
         targets = self.targets.outputs(finals)
-        h0 = rmsnorm(x)
+        first = self._first_states(x)
         losses = []
         for k in banks:
             bank = self.banks[k]
             layers, _ = self._layers(k, params[k])
-            final, saved = bank_forward(h0[self.replicate_index[k]], layers, bank.a, bank.b, save=True)
+            h0, embedded = first(k, params[k])
+            final, saved = bank_forward(h0, layers, bank.a, bank.b, save=True)
             loss, g_final = self._bank_loss(k, final, targets, params[k], with_grad=True)
-            bank_backward(g_final, layers, self._layers(k, self.grads[k])[0], bank.a, bank.b, saved)
+            g_h0 = bank_backward(g_final, layers, self._layers(k, self.grads[k])[0], bank.a, bank.b, saved,
+                                 need_input=embedded is not None)
+            if embedded is not None:
+                embed_backward(g_h0, *embedded, bank.embed(self.grads[k]))
             bank.sum_shared_gradients(self.grads[k])  # shared weights: the summed gradient on all their copies
             losses.append(loss)
         return losses
+
+    def _first_states(self, x: torch.Tensor):
+        """``first(k, params) -> (h0, saved)``: bank ``k``'s first states on the batch ``x`` -- ``rmsnorm(x)`` of
+        each student's replicate (saved None), or for students of tokens their embedding of their slot's
+        inputs (saved: what :func:`~resflow.training.kernels.embed_backward` needs)."""
+        if not self.classes:
+            h0 = rmsnorm(x)
+            return lambda k, params: (h0[self.replicate_index[k]], None)
+        inputs = self.targets.inputs(x, self.dtype)
+
+        def first(k: int, params: torch.Tensor):
+            h0, r, codes = embed_forward(inputs[self.slot_index[k]], self.banks[k].embed(params))
+            return h0, (h0, r, codes)
+
+        return first
+
+    def metric_inputs(self) -> torch.Tensor:
+        """The fixed inputs trained students are measured on (:mod:`resflow.training.hidden`): ``METRIC_BATCH``
+        Gaussian inputs (B, d), or for students of tokens sentences per slot (:meth:`ClassTargets.fixed_inputs`)."""
+        x = self.targets.fixed_inputs() if self.classes else metric_inputs(self.width, self.dtype)
+        return x.to(self.device)
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
         """One Adam step of every student still training, on the batches ``x`` (R, B, d); returns the
@@ -327,10 +342,10 @@ class Trainer:
     def evaluate(self, state: TrainState, x: torch.Tensor) -> torch.Tensor:
         """Per-student test loss on ``x`` (R, B, d) (CPU float64, trainer order; NaN for failed students)."""
         targets = self.targets(x)
-        h0 = rmsnorm(x)
+        first = self._first_states(x)
         out = []
         for k, bank in enumerate(self.banks):
-            final, _ = bank_forward(h0[self.replicate_index[k]], self._layers(k, state.params[k])[0], bank.a, bank.b)
+            final, _ = bank_forward(first(k, state.params[k])[0], self._layers(k, state.params[k])[0], bank.a, bank.b)
             out.append(self._bank_loss(k, final, targets, state.params[k], with_grad=False)[0])
         values = torch.cat(out).double().cpu()
         values[state.failed] = math.nan
@@ -361,30 +376,23 @@ class Trainer:
 
     @torch.no_grad()
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
-        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d)."""
+        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d);
+        students of tokens on their slot's sentences of ``x`` (n_slots, B, P) (:meth:`metric_inputs`)."""
+        first = self._first_states(x if self.classes else x.unsqueeze(0).expand(len(self.replicates), *x.shape))
         for k, bank in enumerate(self.banks):
             source = self._source(state, k)
-            _, _, states = bank_forward(rmsnorm(x), self._layers(k, state.params[source])[0], bank.a, bank.b,
-                                        return_states=True)
+            _, _, states = bank_forward(first(k, state.params[source])[0], self._layers(k, state.params[source])[0],
+                                        bank.a, bank.b, return_states=True)
             for i, spec in enumerate(bank.specs):
                 yield self.offsets[k] + i, torch.stack([states[layer][i] for layer in range(spec.depth + 1)])
 
     def flops_per_step(self, batch: int) -> float:
         """Analytic FLOPs of one training step of the whole run: every student's forward and backward,
         every teacher slot's forward."""
-        slots = sum(4.0 * batch * t.width * t.config.hidden * t.depth
-                    for t in (self.targets.teachers[k] for k in self.targets.labels))
+        slots = 0.0 if self.classes else sum(4.0 * batch * t.width * t.config.hidden * t.depth
+                                             for t in (self.targets.teachers[k] for k in self.targets.labels))
         return sum(bank.flops_per_step(batch) for bank in self.banks) + slots
 
-    @contextlib.contextmanager
-    def precision(self) -> Iterator[None]:
+    def precision(self) -> contextlib.AbstractContextManager:
         """TF32 matmuls for the duration of the block when ``train.tf32`` is set on a GPU; restored after."""
-        if not (self.config.tf32 and self.device.type == "cuda"):
-            yield
-            return
-        previous = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = previous
+        return tf32_matmuls(self.config.tf32 and self.device.type == "cuda")

@@ -11,6 +11,8 @@ trainer goes back to eager steps for good. Nothing here runs on a CPU.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Protocol
 
 import torch
@@ -18,7 +20,7 @@ import torch
 from .optim import AdamSettings, adam_apply
 from .state import TrainState
 
-__all__ = ["StepGraphs", "StepParts", "WARMUP"]
+__all__ = ["StepGraphs", "StepParts", "WARMUP", "tf32_matmuls"]
 
 WARMUP = 3  # eager steps before the capture (and warm-up replays on a side stream)
 
@@ -104,3 +106,18 @@ class StepGraphs:
             self.enabled = False
             trainer.update(state, banks, scalars)
         return losses
+
+
+@contextlib.contextmanager
+def tf32_matmuls(enabled: bool) -> Iterator[None]:
+    """CUDA matmuls in TF32 for the duration of the block when ``enabled``; the previous setting restored after
+    (no global torch setting outlives a training loop)."""
+    if not enabled:
+        yield
+        return
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous

@@ -36,7 +36,7 @@ def hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) -
     """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to ``max_depth + 1``;
     a metric with one value per student (0-d) is kept as ``(n_students,)``."""
     max_depth = max(s.depth for s in trainer.order)
-    x = metric_inputs(trainer.width, trainer.dtype).to(trainer.device)
+    x = trainer.metric_inputs()
     per_student: dict[int, dict[str, np.ndarray]] = {}
     for i, states in trainer.hidden_states(state, x):
         values = metrics(states) if states.shape[0] >= 3 else {}

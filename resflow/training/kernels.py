@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Stage", "LayerParams", "rms_forward", "rms_backward", "block_forward", "block_backward",
-           "bank_forward", "bank_backward", "mse_head", "kl_head"]
+           "bank_forward", "bank_backward", "mse_head", "kl_head", "ce_head", "embed_forward", "embed_backward"]
 
 
 @dataclass
@@ -158,14 +158,33 @@ def bank_forward(h0: torch.Tensor, layers: list[LayerParams], a: tuple, b: tuple
 
 
 def bank_backward(g_final: torch.Tensor, layers: list[LayerParams], grads: list[LayerParams], a: tuple, b: tuple,
-                  saved: list[list[Stage]]) -> None:
-    """Backward of :func:`bank_forward` from the gradient of the final states ``(n, B, d)``."""
+                  saved: list[list[Stage]], need_input: bool = False) -> torch.Tensor | None:
+    """Backward of :func:`bank_forward` from the gradient of the final states ``(n, B, d)``; with
+    ``need_input``, returns the gradient with respect to the first states ``h0`` (n, B, d)."""
     g = g_final[: layers[-1].W1.shape[0]]
     for layer in reversed(range(len(layers))):
         count = layers[layer].W1.shape[0]
         if count > g.shape[0]:  # students whose last layer is this one join here
             g = torch.cat([g, g_final[g.shape[0]:count]])
-        g = block_backward(g, layers[layer], grads[layer], a, b, saved[layer], need_input=layer > 0)
+        g = block_backward(g, layers[layer], grads[layer], a, b, saved[layer], need_input=layer > 0 or need_input)
+    return g if need_input else None
+
+
+def embed_forward(inputs: torch.Tensor, embed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """First states of students with a token embedding: ``h0 = rmsnorm(inputs @ embed^T)``.
+
+    ``inputs`` (n, B, I) are one-hot codes of the tokens (:func:`resflow.training.classes.one_hot_inputs`:
+    one block of ``v`` per position, so ``embed`` (n, d, I) is an embedding per position and token);
+    returns ``(h0, r)`` and the inputs, what :func:`embed_backward` needs.
+    """
+    h0, r = rms_forward(torch.bmm(inputs, embed.transpose(1, 2)))
+    return h0, r, inputs
+
+
+def embed_backward(g_h0: torch.Tensor, h0: torch.Tensor, r: torch.Tensor, inputs: torch.Tensor,
+                   g_embed: torch.Tensor) -> None:
+    """Backward of :func:`embed_forward`: writes the embedding's gradient (n, d, I) into ``g_embed``."""
+    torch.bmm(rms_backward(g_h0, h0, r).transpose(1, 2), inputs, out=g_embed)
 
 
 def mse_head(final: torch.Tensor, target: torch.Tensor, with_grad: bool
@@ -196,6 +215,24 @@ def kl_head(final: torch.Tensor, head: torch.Tensor, teacher_logp: torch.Tensor,
     if not with_grad:
         return loss, None
     g_logits = (logq.exp() - p) * (scale / final.shape[1])
+    if g_head is not None:
+        torch.bmm(g_logits.transpose(1, 2), z, out=g_head)
+    return loss, rms_backward(torch.bmm(g_logits, head), z, r)
+
+
+def ce_head(final: torch.Tensor, head: torch.Tensor, labels: torch.Tensor, g_head: torch.Tensor | None,
+            with_grad: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-student cross-entropy of the classes ``labels`` (n, B) under logits ``rmsnorm(final) @ head^T``
+    (``head`` (n, C, d)); with ``with_grad``, the gradient with respect to ``final`` and, if ``g_head`` is
+    given, the head's gradient written into it (the logits' gradient: (softmax - onehot) / B)."""
+    z, r = rms_forward(final)
+    logq = torch.log_softmax(torch.bmm(z, head.transpose(1, 2)), dim=-1)
+    loss = -logq.gather(-1, labels.unsqueeze(-1)).squeeze(-1).mean(-1)
+    if not with_grad:
+        return loss, None
+    g_logits = logq.exp()
+    g_logits.scatter_add_(-1, labels.unsqueeze(-1), torch.full_like(g_logits[..., :1], -1.0))
+    g_logits.mul_(1.0 / final.shape[1])
     if g_head is not None:
         torch.bmm(g_logits.transpose(1, 2), z, out=g_head)
     return loss, rms_backward(torch.bmm(g_logits, head), z, r)

@@ -34,9 +34,9 @@ from .block import (
 )
 from .config import TrainConfig, lr_multiplier, student_lr
 from .data import ReplicateStreams
-from .engine import _check, resolve_device
+from .engine import resolve_device
 from .results import TrainingResult
-from .targets import Targets
+from .targets import Targets, check_run
 from .teacher import Teacher
 
 __all__ = ["ReferenceLoop", "train_reference"]
@@ -51,7 +51,10 @@ class ReferenceLoop:
     """
 
     def __init__(self, specs: list[StudentSpec], teachers: dict, config: TrainConfig) -> None:
-        _check(specs, teachers, config)
+        check_run(specs, teachers, config)
+        if config.loss == "ce":
+            raise ConfigError("the reference loop trains regression and KL students (loss 'mse' or 'kl'); "
+                              "students of rhm:L targets train in the engine (resflow.training.train).")
         self.config = config
         self.dtype = getattr(torch, config.dtype)
         self.device = resolve_device(config.device)

@@ -33,3 +33,19 @@ class TrainingResult:
     steps_done: int
     extra: dict[str, Any] = field(default_factory=dict)
 
+
+    def for_specs(self, requested: list[StudentSpec]) -> TrainingResult:
+        """This result for the students ``requested``, each holding the values (loss curves, batches, failure,
+        metrics, parameters) of the student it trained as (:meth:`StudentSpec.canonical`); itself when every
+        requested student was trained as itself."""
+        if all(s.canonical() == s for s in requested) and set(requested) == set(self.specs):
+            return self
+        rows = [self.specs.index(s.canonical()) for s in requested]
+        extra = dict(self.extra)
+        if "parameters" in extra:
+            extra["parameters"] = {s: extra["parameters"][s.canonical()] for s in requested}
+        return TrainingResult(
+            specs=list(requested), eval_steps=self.eval_steps, test_loss=self.test_loss[rows],
+            final_batches=self.final_batches[rows], failed=self.failed[rows],
+            fail_reason=[self.fail_reason[i] for i in rows], hidden={k: v[rows] for k, v in self.hidden.items()},
+            wall_time=self.wall_time, device=self.device, steps_done=self.steps_done, extra=extra)

@@ -20,12 +20,14 @@ from collections.abc import Hashable, Mapping
 import torch
 
 from ..dynamics.fields import rmsnorm
+from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from .block import StudentSpec
+from .config import TrainConfig
 from .kernels import LayerParams, block_forward
 from .teacher import Teacher
 
-__all__ = ["Targets", "teacher_key"]
+__all__ = ["Targets", "teacher_key", "check_run"]
 
 
 def teacher_key(spec: StudentSpec, teachers: Mapping[Hashable, Teacher]) -> Hashable:
@@ -36,6 +38,26 @@ def teacher_key(spec: StudentSpec, teachers: Mapping[Hashable, Teacher]) -> Hash
         return spec.target
     raise ConfigError(f"student target {spec.target!r} (replicate {spec.replicate}) has no teacher; teachers are "
                       f"{sorted(map(str, teachers))}.")
+
+
+def check_run(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig) -> None:
+    """Refuse, by name, a run the engine cannot train: no students or teachers, a student without its teacher,
+    an unknown scheme, a temperature or length out of range, teachers of different shapes."""
+    if not specs:
+        raise ConfigError("no students to train: give at least one depth, scheme, replicate and target.")
+    if not teachers:
+        raise ConfigError("no teachers: give at least one target, e.g. {'tied': Teacher('tied')}.")
+    for s in specs:
+        teacher_key(s, teachers)
+        get_tableau(s.scheme)
+        if config.loss == "kl" and s.temperature not in config.temperatures:
+            raise ConfigError(f"student temperature {s.temperature} is not in temperatures {config.temperatures}.")
+        if not 0.0 < s.length <= 1.0 or s.steps(config.steps) < 1:
+            raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got length "
+                              f"{s.length} of budget {s.budget} of {config.steps} steps.")
+    widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
+    if len(widths) != 1:
+        raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")
 
 
 class Targets:

@@ -15,6 +15,7 @@ module         function                         command
 ``report``     :func:`report_run`               ``resflow report`` (Markdown tables of a run)
 ``intervene``  :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
 ``stores``     :func:`check_store`              ``resflow store check`` (each kind checked by its writer)
+``exits``      :func:`student_exits`            ``resflow run`` (early exit of every trained student)
 =============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis

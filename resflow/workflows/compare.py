@@ -5,7 +5,8 @@ without one is listed in ``unfitted`` (``resflow fit STORE`` fits it).  An ``llm
 that failed its checks (stored with ``--keep-failed``) is listed in ``failed``, never shown as a result.
 An ``lm-ladder`` record (language models trained here) gives one row per width, its depth law fitted from the
 record (:func:`resflow.llm.ladder_records.ladder_fits`: deterministic, no fit record of its own), its depth
-part for the figure and its deepest models' interventions.
+part for the figure and its deepest models' interventions.  Every toy run and ``probe`` record also gives
+signature rows (:mod:`resflow.analysis.signatures`): the three readings side by side.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, to
 from ..analysis.fit_records import fits_from_dataset
 from ..analysis.interventions import InterventionRow, intervention_rows
 from ..analysis.plots import save_figure
+from ..analysis.signatures import SignatureRow, probe_signature_rows, toy_signature_rows
 from ..errors import ConfigError
 from ..llm.comparison import depth_part, fit_failure, llm_row
 from ..llm.ladder_records import KIND as LADDER
 from ..llm.ladder_records import ladder_depth_parts, ladder_intervention_rows, ladder_rows
 from ..provenance import provenance
 from ..store import Store
+from ..training.classes import is_class_target
 from .fit import latest_fit_records
 
 __all__ = ["Comparison", "compare_stores"]
@@ -39,6 +42,7 @@ class Comparison:
     unfitted: tuple[str, ...]
     failed: tuple[tuple[str, str], ...] = ()
     interventions: tuple[InterventionRow, ...] = ()  # toy runs' trained students and intervention records
+    signatures: tuple[SignatureRow, ...] = ()  # the three readings' signatures: toy runs and probed models
 
 
 def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = None,
@@ -53,16 +57,20 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
         raise ConfigError(f"{str(figure)!r} exists; choose a new file (nothing is overwritten).")
     toy, llm, parts, unfitted, failed, schemes = [], [], [], [], [], {"euler"}
     interventions: list[InterventionRow] = []
+    signatures: list[SignatureRow] = []
     for k, store in enumerate(opened):
         report(str(store.path), k, len(opened))
         latest = latest_fit_records(store)
         for info in store.records(kind="toy-run"):
-            if "lesion" in store.variables(info):  # trained students' interventions (resflow 0.4 on)
-                interventions += intervention_rows(store.load(info), info.id)
+            run = store.load(info)
+            if "lesion" in run:  # trained students' interventions (resflow 0.4 on)
+                interventions += intervention_rows(run, info.id)
+            signatures += toy_signature_rows(run, info.id, info.name)
             if info.id not in latest:
                 unfitted.append(info.id)
                 continue
-            fits = fits_from_dataset(store.load(latest[info.id]))
+            # students of RHM data are read by their drop depth (signatures), not by a power law of depth
+            fits = [f for f in fits_from_dataset(store.load(latest[info.id])) if not is_class_target(f.target)]
             schemes.update(f.scheme for f in fits)
             toy += toy_rows(fits, experiment=info.name, record=latest[info.id])
         for info in store.records(kind="llm-fit"):
@@ -82,10 +90,12 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
             interventions += ladder_intervention_rows(ladder, info.id)
         for info in store.records(kind="intervention"):
             interventions += intervention_rows(store.load(info), info.id)
+        for info in store.records(kind="probe"):
+            signatures += probe_signature_rows(store.load(info), info.id)
     report("", len(opened), len(opened))
     rows = theory_rows(tuple(sorted(schemes))) + toy + llm
     path = Path(figure) if figure is not None else opened[0].work_dir("compare") / "compare.png"
     save_figure(comparison_figure(rows, parts), path,
                 provenance({"stores": [str(s) for s in stores]}, records=[r.record for r in rows]))
     return Comparison(rows=tuple(rows), figure=path, unfitted=tuple(unfitted), failed=tuple(failed),
-                      interventions=tuple(interventions))
+                      interventions=tuple(interventions), signatures=tuple(signatures))

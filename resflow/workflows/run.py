@@ -18,11 +18,13 @@ import numpy as np
 import xarray as xr
 
 from .._atomic import atomic_write
+from ..analysis.early_exit import EXIT_LABELS
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..analysis.interventions import PROFILE_LABELS
 from ..analysis.plots import save_figure
 from ..analysis.probes import SIGNATURE_LABELS, state_signature
+from ..analysis.signatures import GROUP_LABELS, student_group_angles
 from ..analysis.tracking import TRACKING_LABELS, tracking_metrics
 from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
@@ -37,6 +39,7 @@ from ..training.driver import train
 from ..training.engine import CHECKPOINT_NAME
 from ..training.hidden import metric_inputs
 from ..training.targets import teacher_key
+from .exits import EXIT_RULE_NOTE, student_exits
 from .intervene import student_interventions
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "RECORD_NAME", "FIGURE_NAME",
@@ -104,11 +107,17 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
                        keep_parameters=True)
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
-    result.hidden.update(teacher_tracking(result, teachers, config.train.dtype))
-    result.hidden.update(student_interventions(result, config.train.dtype))
+    if not config.classifies:  # measured against a teacher's flow; a grammar has none
+        result.hidden.update(teacher_tracking(result, teachers, config.train.dtype))
+        result.hidden.update(student_interventions(result, config.train.dtype))
+    result.hidden.update(student_exits(result, teachers, config.train.dtype))
+    if "update_angle" in result.hidden:  # the probes by functional group, stored beside the other probes
+        result.hidden.update(student_group_angles(result.specs, result.hidden["update_angle"]))
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
+    prov["exit_rule"] = EXIT_RULE_NOTE["ce" if config.classifies else "regression"]
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS, **PROFILE_LABELS})
+                       metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS, **PROFILE_LABELS, **EXIT_LABELS,
+                                      **GROUP_LABELS})
     return result.steps_done, ds, prov
 
 

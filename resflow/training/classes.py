@@ -1,0 +1,205 @@
+r"""Classification targets for the engine: students trained with cross-entropy on Random Hierarchy Model data.
+
+A target ``"rhm:L"`` is a :class:`~resflow.training.hierarchy.RandomHierarchyModel` of hierarchy
+depth :math:`L` (``"rhm:3:v8:m4:c8:s2"`` sets the vocabulary, synonyms, classes and branching; the
+defaults are :data:`RHM_DEFAULTS`).  In an experiment every replicate has its own rules (seed
+``teacher_seed + replicate``), as every replicate has its own teacher.
+
+What the engine sees (:class:`ClassTargets`, the ``loss="ce"`` counterpart of
+:class:`~resflow.training.targets.Targets`):
+
+* the data of a step are tokens, ``(n_slots, B, P)`` (``P`` the longest input of the run; shorter
+  inputs padded with -1), one batch per slot (target, replicate) drawn by
+  :class:`HierarchyStreams` from the replicate's generator;
+* the label of an input is what the grammar says it is: :meth:`RandomHierarchyModel.parse` of its
+  tokens (the rules inverted level by level), never a number carried beside the tokens;
+* a student reads the tokens through its own embedding of every (position, token) pair
+  (:func:`one_hot_inputs`, :func:`~resflow.training.kernels.embed_forward`), its residual stack and
+  its head to the ``classes`` (:func:`~resflow.training.kernels.ce_head`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .._random import as_generator
+from .._specs import RHM_DEFAULTS, is_class_target, parse_rhm_spec
+from .._validate import check_int
+from ..errors import ConfigError
+from .block import StudentSpec
+from .data import EVAL_SEED_OFFSET
+from .hidden import METRIC_BATCH, METRIC_SEED
+from .hierarchy import HierarchyConfig, RandomHierarchyModel
+from .targets import teacher_key
+
+__all__ = ["RHM_DEFAULTS", "HierarchyTargetConfig", "HierarchyTarget", "ClassTargets", "HierarchyStreams",
+           "one_hot_inputs", "is_class_target"]
+
+PAD = -1  # token of the positions past an input's end
+
+
+@dataclass(frozen=True)
+class HierarchyTargetConfig:
+    """An RHM target of a run: the grammar (:class:`~resflow.training.hierarchy.HierarchyConfig`) and the
+    students' width and hidden width (as a teacher's config carries them for regression students)."""
+
+    hierarchy: HierarchyConfig
+    width: int
+    hidden: int
+
+    @property
+    def vocab(self) -> int:  # the students' head: one output per class
+        return self.hierarchy.classes
+
+    @property
+    def depth(self) -> int:
+        return self.hierarchy.depth
+
+    @classmethod
+    def from_spec(cls, spec: str, *, width: int, seed: int, hidden: int | None = None) -> HierarchyTargetConfig:
+        """Parse ``"rhm:L"`` or ``"rhm:L:v8:m4:c8:s2"`` (keys v, m, c, s: :func:`resflow._specs.parse_rhm_spec`)."""
+        values = parse_rhm_spec(spec)
+        width = check_int("width", width, minimum=1)
+        hidden = 4 * width if hidden is None else check_int("hidden", hidden, minimum=1)
+        return cls(HierarchyConfig(seed=seed, **values), width, hidden)
+
+    def to_json(self) -> str:
+        return json.dumps({"hierarchy": dataclasses.asdict(self.hierarchy), "width": self.width,
+                           "hidden": self.hidden}, sort_keys=True)
+
+
+class HierarchyTarget:
+    """The grammar a classification student learns: what a teacher is to a regression student."""
+
+    def __init__(self, config: HierarchyTargetConfig) -> None:
+        self.config = config
+        self.width = config.width
+        self.rhm = RandomHierarchyModel(config.hierarchy)
+
+    @property
+    def depth(self) -> int:
+        return self.config.depth
+
+    @property
+    def n_tokens(self) -> int:
+        return self.config.hierarchy.n_tokens
+
+    def to(self, **_: Any) -> HierarchyTarget:  # the rules are integers: nothing to move
+        return self
+
+    def __repr__(self) -> str:
+        return f"HierarchyTarget({self.rhm!r})"
+
+
+def one_hot_inputs(tokens: torch.Tensor, vocab: int, positions: int, dtype: torch.dtype) -> torch.Tensor:
+    """Tokens ``(..., P)`` (long, ``PAD`` past an input's end) as one-hot codes ``(..., positions * vocab)``:
+    position ``p`` holding token ``t`` sets entry ``p * vocab + t``; padding sets nothing."""
+    if tokens.shape[-1] > positions:
+        raise ConfigError(f"inputs of {tokens.shape[-1]} tokens exceed the {positions} positions of the embedding.")
+    out = torch.zeros((*tokens.shape[:-1], positions * vocab), dtype=dtype, device=tokens.device)
+    offsets = torch.arange(tokens.shape[-1], device=tokens.device) * vocab
+    index = torch.where(tokens >= 0, tokens + offsets, positions * vocab)  # padding: one column past the end
+    out = torch.cat([out, torch.zeros_like(out[..., :1])], dim=-1)
+    out.scatter_(-1, index, 1.0)
+    return out[..., :-1]
+
+
+class ClassTargets:
+    """The engine's targets for ``loss="ce"`` (module docstring): per slot, the grammar, its inputs and labels."""
+
+    kl = False
+
+    def __init__(self, teachers: Mapping[Hashable, HierarchyTarget], specs: list[StudentSpec], replicates: list[int],
+                 device: torch.device) -> None:
+        for key, target in teachers.items():
+            if not isinstance(target, HierarchyTarget):
+                raise ConfigError(f"loss='ce' trains on classification targets ('rhm:L'); target {key!r} is "
+                                  f"{type(target).__name__}. Use loss='mse' or 'kl' for teachers.")
+        keys = {(teacher_key(s, teachers), s.replicate) for s in specs}
+        self.slots = sorted(keys, key=lambda kr: (str(kr[0]), kr[1]))
+        self.labels = [k for k, _ in self.slots]
+        self.teachers = {k: teachers[k] for k in dict.fromkeys(self.labels)}
+        grammars = {(t.config.hierarchy.vocab, t.config.hierarchy.classes) for t in self.teachers.values()}
+        if len(grammars) != 1:
+            raise ConfigError(f"the classification targets of a run need one vocabulary and number of classes; got "
+                              f"(vocab, classes) {sorted(grammars)}.")
+        self.vocab, self.classes = grammars.pop()
+        self.positions = max(t.n_tokens for t in self.teachers.values())
+        self.in_dim = self.positions * self.vocab
+        self.replicates = list(replicates)
+        self.device = device
+
+    def slot_of(self, spec: StudentSpec, teachers: Mapping[Hashable, HierarchyTarget]) -> int:
+        return self.slots.index((teacher_key(spec, teachers), spec.replicate))
+
+    def streams(self, seed: int) -> HierarchyStreams:
+        return HierarchyStreams(seed, self, self.device)
+
+    def inputs(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """One-hot codes ``(n_slots, B, in_dim)`` of the tokens ``(n_slots, B, P)``."""
+        return one_hot_inputs(tokens, self.vocab, self.positions, dtype)
+
+    @torch.no_grad()
+    def final_states(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Every slot's labels ``(n_slots, B)``: its grammar's parse of its tokens."""
+        out = []
+        for s, key in enumerate(self.labels):
+            target = self.teachers[key]
+            labels, _ = target.rhm.parse(tokens[s, :, : target.n_tokens].cpu())
+            if bool((labels < 0).any()):
+                raise ConfigError(f"slot {self.slots[s]}: tokens that the grammar does not parse; the data do not "
+                                  "come from this target.")
+            out.append(labels)
+        return torch.stack(out).to(self.device)
+
+    def outputs(self, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"labels": labels}
+
+    def __call__(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
+        return self.outputs(self.final_states(tokens))
+
+    def fixed_inputs(self) -> torch.Tensor:
+        """The fixed sentences trained students are measured on: ``METRIC_BATCH`` per slot, replicate ``r``'s from
+        seed ``METRIC_SEED + r`` (:mod:`resflow.training.hidden`), (n_slots, B, P) on the CPU."""
+        gens = {r: torch.Generator().manual_seed(METRIC_SEED + r) for r in self.replicates}
+        return self.sample(METRIC_BATCH, gens)
+
+    def sample(self, n: int, generators: Mapping[int, torch.Generator]) -> torch.Tensor:
+        """Fresh tokens ``(n_slots, n, P)`` (CPU): each slot's from its replicate's generator, slots in order."""
+        out = torch.full((len(self.slots), n, self.positions), PAD, dtype=torch.long)
+        for s, (key, replicate) in enumerate(self.slots):
+            target = self.teachers[key]
+            out[s, :, : target.n_tokens] = target.rhm.sample(n, seed=as_generator(generators[replicate]))[0]
+        return out
+
+
+class HierarchyStreams:
+    """Training and evaluation tokens of every slot: replicate ``r`` draws from generators seeded
+    ``seed + r`` (training) and ``seed + r + EVAL_SEED_OFFSET`` (evaluation), its slots in order, so
+    evaluation inputs never come from the training stream; ``state()``/``load()`` checkpoint them."""
+
+    def __init__(self, seed: int, targets: ClassTargets, device: torch.device) -> None:
+        self.targets, self.device = targets, device
+        self.train_gen = {r: torch.Generator().manual_seed(seed + r) for r in targets.replicates}
+        self.eval_gen = {r: torch.Generator().manual_seed(seed + r + EVAL_SEED_OFFSET) for r in targets.replicates}
+
+    def train_batch(self, batch: int) -> torch.Tensor:
+        return self.targets.sample(batch, self.train_gen).to(self.device)
+
+    def eval_batch(self, batch: int) -> torch.Tensor:
+        return self.targets.sample(batch, self.eval_gen).to(self.device)
+
+    def state(self) -> list[dict[str, torch.Tensor]]:
+        return [{"train": self.train_gen[r].get_state(), "eval": self.eval_gen[r].get_state()}
+                for r in self.targets.replicates]
+
+    def load(self, state: list[dict[str, torch.Tensor]]) -> None:
+        for r, saved in zip(self.targets.replicates, state, strict=True):
+            self.train_gen[r].set_state(saved["train"])
+            self.eval_gen[r].set_state(saved["eval"])
