@@ -130,7 +130,8 @@ class LawRecord:
     parameters: tuple[str, ...]
     assumptions: str
     references: tuple[str, ...]
-    status: str = "derived"  # or "hypothesis": stated to be tested, not derived
+    status: str = "derived"  # "hypothesis": stated to be tested, not derived; "refuted": contradicted by measurement
+    evidence: str = ""  # for a refuted law: the measurements, their commands, where they are reported
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -149,7 +150,7 @@ def describe(name: str) -> LawRecord:
     return LawRecord(
         name=d.name, title=d.title, expression=sp.sstr(d.expression), latex=latex(d.expression, d.relation),
         exponent=None if d.exponent is None else sp.sstr(d.exponent), parameters=tuple(parameters(name)),
-        assumptions=d.assumptions, references=tuple(d.references), status=d.status,
+        assumptions=d.assumptions, references=tuple(d.references), status=d.status, evidence=d.evidence,
     )
 
 

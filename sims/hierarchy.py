@@ -106,6 +106,15 @@ def report(ds, record: str) -> str:
         drops = ", ".join(f"> {max(depths)}" if np.isinf(d) else f"{d:.0f}" for d in one["drop_depth"].values)
         lines.append(f"| {target} | {int(one['hierarchy_depth'])} | {drops} | ≈ {int(one['hierarchy_depth'])} | "
                      f"{float(one['exit_early_fraction'].mean()):.3f} | {float(one['exit_depth'].mean()):.3f} |")
+    lengths = [float(v) for v in ds["length"].values]
+    by_length = {length: hierarchy_table(ds.sel(length=[length])) for length in lengths}
+    lines += ["", "Drop depth per replicate at each training length (the verdict's shorter runs: a drop that moves "
+              "to smaller depths as training goes on):", "",
+              "| target | " + " | ".join(f"length {v:g}" for v in lengths) + " |", "|---" * (len(lengths) + 1) + "|"]
+    for target in table["target"].values:
+        cells = [", ".join(f"> {max(depths)}" if np.isinf(d) else f"{d:.0f}"
+                           for d in by_length[v].sel(target=target)["drop_depth"].values) for v in lengths]
+        lines.append(f"| {target} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

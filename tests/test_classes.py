@@ -166,6 +166,20 @@ def test_students_learn_the_grammar_far_above_chance_on_fresh_sentences(rhm_run)
     np.testing.assert_allclose(ds["exit_share"].sel(length=1.0).sum("layer").values, 1.0)
 
 
+def test_the_hierarchy_report_and_figure_read_the_run(rhm_run):
+    from resflow.analysis.hierarchy import drop_depth
+    from resflow.workflows import report_run
+
+    text = report_run(rhm_run.work_dir.parents[1], experiment="hierarchy")
+    assert "| rhm:2 | 2 |" in text and "Drop depth per replicate at each training length" in text
+    assert rhm_run.figure.exists()
+    # the drop depth: the first depth below half the uniform-guess loss; censored when none is
+    assert drop_depth([1, 2, 4], [2.0, 1.2, 0.1], classes=8) == 4  # 0.5 ln 8 = 1.04
+    assert drop_depth([1, 2, 4], [2.0, 1.0, 0.1], classes=8) == 2
+    assert drop_depth([1, 2, 4], [2.0, 1.9, 1.5], classes=8) == math.inf
+    assert math.isnan(drop_depth([1, 2], [math.nan, 0.1], classes=8))
+
+
 def test_a_resumed_cross_entropy_run_matches_an_uninterrupted_one(tmp_path):
     config = TrainConfig(steps=24, batch=16, loss="ce", eval_every=8, eval_batches=2, eval_batch_size=32,
                          checkpoint_every=5, device="cpu")

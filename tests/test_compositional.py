@@ -157,9 +157,11 @@ def test_euler_on_a_piecewise_linear_flow_has_the_grouped_amplitude_and_exponent
     assert abs(ratio.item() - 2.0) < 5 * 2.0 * rel_se
 
 
-def test_the_hypotheses_are_marked_and_listed():
+def test_the_hypotheses_are_marked_refuted_with_their_evidence_and_listed():
     for name in ("compositional-threshold", "compositional-composition"):
-        assert laws.describe(name).status == "hypothesis"
+        record = laws.describe(name)
+        assert record.status == "refuted" and "resflow run hierarchy" in record.evidence
+        assert "docs/results.md" in record.evidence
     assert laws.describe("accumulation-grouped").status == "derived"
     flat, falling = laws.evaluate("compositional-threshold", ell=np.array([2.0, 8.0]), K=4, L_0=1.0, alpha_g=2)
     assert flat == 1.0 and falling == pytest.approx(0.25)
@@ -187,3 +189,17 @@ def test_a_grouped_teachers_updates_turn_at_group_boundaries_only():
 
     sig = teacher_signature("grouped:4", {"width": 8, "teacher_depth": 32})
     assert sig["within"] < 0.2 and sig["boundary"] > 1.0  # nearly parallel within, nearly orthogonal across
+
+
+def test_a_law_is_refuted_only_with_evidence():
+    import sympy as sp
+
+    from resflow.theory._law import Derivation
+
+    x = sp.Symbol("x")
+    with pytest.raises(ValueError, match="evidence"):
+        Derivation("t", "t", x, (x,), None, "", status="refuted")
+    with pytest.raises(ValueError, match="evidence"):
+        Derivation("t", "t", x, (x,), None, "", status="hypothesis", evidence="a run")
+    with pytest.raises(ValueError, match="status"):
+        Derivation("t", "t", x, (x,), None, "", status="disproved", evidence="a run")

@@ -11,6 +11,9 @@ from .typeset import RELATIONS
 __all__ = ["Derivation"]
 
 
+STATUSES = ("derived", "hypothesis", "refuted")
+
+
 @dataclass(frozen=True)
 class Derivation:
     """A derived law: the expression, how to evaluate it, and what it assumes.
@@ -33,14 +36,17 @@ class Derivation:
     references : tuple of str
     steps : tuple of (str, sympy.Basic)
         Intermediate results, for the generated documentation.
-    status : {"derived", "hypothesis"}
-        ``"hypothesis"`` marks a law stated (to be tested) rather than derived.
+    status : {"derived", "hypothesis", "refuted"}
+        ``"hypothesis"`` marks a law stated (to be tested) rather than derived; ``"refuted"`` a hypothesis
+        that measurements contradict (``evidence`` says which, and where they are reported).
     relation : {"=", "proportional", "approximately"}
         How the two sides of ``expression`` relate: exactly, up to a dropped constant (written
         :math:`\\propto`), or to leading order (:math:`\\approx`).
     value : sympy.Basic or None
         What the numeric evaluator computes when it is not the right-hand side of ``expression`` (e.g. the
         scalar factor of an error that is that factor times a vector).
+    evidence : str
+        For a refuted law: the measurements that contradict it, with the command and where they are reported.
     """
 
     name: str
@@ -54,10 +60,14 @@ class Derivation:
     status: str = "derived"
     relation: str = "="
     value: sp.Basic | None = None
+    evidence: str = ""
 
     def __post_init__(self) -> None:
-        if self.status not in ("derived", "hypothesis"):
-            raise ValueError(f"status must be 'derived' or 'hypothesis'; got {self.status!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {self.status!r}")
+        if (self.status == "refuted") != bool(self.evidence):
+            raise ValueError("a refuted law states its evidence (and only a refuted one): the measurements that "
+                             "contradict it and where they are reported")
         if self.relation not in RELATIONS:
             raise ValueError(f"relation must be one of {', '.join(RELATIONS)}; got {self.relation!r}")
 

@@ -53,7 +53,8 @@ def theory(
             for n in selected:
                 d = laws.derivation(n)
                 text = laws.exponent_text(n) or "-"
-                title = d.title if d.status == "derived" else f"[yellow](hypothesis)[/] {d.title}"
+                title = {"derived": d.title, "hypothesis": f"[yellow](hypothesis)[/] {d.title}",
+                         "refuted": f"[red](refuted)[/] {d.title}"}[d.status]
                 table.add_row(n, title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
             console.print(table)
             return
@@ -63,8 +64,13 @@ def theory(
                 typer.echo(f"% {n}: {d.title}\n{laws.describe(n).latex}")
                 continue
             console.rule(f"[bold]{n}")
-            console.print(d.title + ("" if d.status == "derived" else "  [yellow](hypothesis, not derived)[/]"),
+            console.print(d.title + {"derived": "", "hypothesis": "  [yellow](hypothesis, not derived)[/]",
+                                     "refuted": "  [red](hypothesis, refuted by measurement)[/]"}[d.status],
                           highlight=False)
+            if d.evidence:
+                from rich.markup import escape
+
+                console.print(f"[dim]evidence:[/] {escape(d.evidence)}", highlight=False)
             typer.echo(sp.pretty(d.expression, use_unicode=True))
             for label, step in d.steps:
                 console.print(f"[dim]{label}:[/]", highlight=False)
