@@ -77,9 +77,15 @@ def report(ds, record: str) -> str:
 
     from resflow.analysis.fits import fit_dataset
     from resflow.analysis.hierarchy import DROP_FRACTION, hierarchy_table
+    from resflow.analysis.intervals import over_replicates
 
     table = hierarchy_table(ds)
     fits = {f.target: f for f in fit_dataset(ds)}
+
+    def with_interval(values) -> str:  # replicate mean [95% t interval over replicates]
+        interval = over_replicates(lambda v: float(v[0]), np.asarray(values, float)[:, None])
+        return f"{interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
     depths = [int(d) for d in table["depth"].values]
     head = " | ".join(f"ℓ = {d}" for d in depths)
     lines = [f"run {record} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
@@ -98,14 +104,16 @@ def report(ds, record: str) -> str:
                                                  table.sel(target=target)["accuracy"].mean("replicate").values) + " |")
     lines += ["", f"Drop depth (smallest ℓ with loss < {DROP_FRACTION} ln n_c; > {max(depths)}: not within the run) "
               "per replicate, against the threshold hypothesis (`compositional-threshold`: flat until ℓ ≈ L_h); "
-              f"and where the deepest students' inputs exit (confidence ≥ rule of the record):", "",
-              "| target | L_h | drop depth per replicate | hypothesis | exits in the first half | mean exit e/ℓ |",
+              "and where the deepest students' inputs exit (the record's exit rule; replicate mean, t interval "
+              "over replicates):", "",
+              "| target | L_h | drop depth per replicate | hypothesis | exits in the first half [95%] "
+              "| mean exit e/ℓ [95%] |",
               "|---|---|---|---|---|---|"]
     for target in table["target"].values:
         one = table.sel(target=target)
         drops = ", ".join(f"> {max(depths)}" if np.isinf(d) else f"{d:.0f}" for d in one["drop_depth"].values)
         lines.append(f"| {target} | {int(one['hierarchy_depth'])} | {drops} | ≈ {int(one['hierarchy_depth'])} | "
-                     f"{float(one['exit_early_fraction'].mean()):.3f} | {float(one['exit_depth'].mean()):.3f} |")
+                     f"{with_interval(one['exit_early_fraction'])} | {with_interval(one['exit_depth'])} |")
     lengths = [float(v) for v in ds["length"].values]
     by_length = {length: hierarchy_table(ds.sel(length=[length])) for length in lengths}
     lines += ["", "Drop depth per replicate at each training length (the verdict's shorter runs: a drop that moves "

@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py",
          "tests/test_soap.py", "tests/properties/test_fit_coverage.py"]
+CLASSES = ["tests/test_classes.py"]
 
 # name: (file, old text, new text, what it breaks)
 MUTATIONS = {
@@ -74,8 +75,9 @@ MUTATIONS = {
                      "                for buffers in state.optimiser_buffers[:1]:", "a fork copies parameters only"),
     "budget": ("resflow/training/block.py", "return round(self.length * self.budget * run_steps)",
                "return round(self.length * run_steps)", "a student's budget ignored"),
-    "same-teacher": ("resflow/experiments/config.py", "seed=self.teacher_seed + replicate)", "seed=self.teacher_seed)",
-                     "every replicate the same teacher"),
+    "same-teacher": ("resflow/experiments/config.py", "vocab=self.vocab,\n                                       "
+                     "seed=self.teacher_seed + replicate)", "vocab=self.vocab,\n                                       "
+                     "seed=self.teacher_seed)", "every replicate the same teacher"),
     "soap-rotation": ("resflow/training/soap.py", "second.lerp_((left.mT @ g @ right).square_(), 1.0 - b2)",
                       "second.lerp_(g.square(), 1.0 - b2)", "SOAP's second moment not rotated"),
     "soap-refresh": ("resflow/training/soap.py", "if n > 0 and n % settings.precondition_frequency == 0:", "if False:",
@@ -86,11 +88,32 @@ MUTATIONS = {
                    "half = stats.norm.ppf(1 - (1 - confidence) / 2)", "normal instead of Student-t quantile"),
     "resume-pending": ("resflow/training/state.py", "        self.pending = [(x.to(device), f.to(device))",
                        "        self.pending = [] if True else [(x.to(device), f.to(device))", "batches drawn ahead lost on resume"),
+    # students of RHM data, early exit, aliasing (issue 27): run against their own tests
+    "ce-onehot-sign": ("resflow/training/kernels.py", "torch.full_like(g_logits[..., :1], -1.0)",
+                       "torch.full_like(g_logits[..., :1], 1.0)", "cross-entropy gradient adds the label", CLASSES),
+    "embed-no-norm": ("resflow/training/kernels.py", "torch.bmm(rms_backward(g_h0, h0, r).transpose(1, 2), inputs",
+                      "torch.bmm(g_h0.transpose(1, 2), inputs", "embedding gradient skips the norm's backward",
+                      CLASSES),
+    "label-ignores-rules": ("resflow/training/classes.py", "labels, _ = target.rhm.parse(tokens[s, :, : target.n_tokens].cpu())",
+                            "labels, _ = tokens[s, :, 0].cpu() % target.config.hierarchy.classes, 0",
+                            "a label read from one token, not parsed by the rules", CLASSES),
+    "rhm-eval-is-train": ("resflow/training/classes.py", "manual_seed(seed + r + EVAL_SEED_OFFSET)",
+                          "manual_seed(seed + r)", "RHM evaluation sentences = training sentences", CLASSES),
+    "exit-inverted": ("resflow/analysis/early_exit.py", "reached = readouts.max(dim=-1).values >= tau",
+                      "reached = readouts.max(dim=-1).values <= tau", "the confidence rule inverted", CLASSES),
+    "settled-inverted": ("resflow/analysis/early_exit.py", "moving = moves > tau * scale",
+                         "moving = moves < tau * scale", "the settled rule inverted", CLASSES),
+    "early-half": ("resflow/analysis/early_exit.py", "(2 * exits <= depth)", "(2 * exits < depth)",
+                   "an exit at half the depth not counted early", CLASSES),
+    "alias-off": ("resflow/training/block.py", "if 0 < self.depth <= self.weight_groups else self",
+                  "if 0 < self.depth < self.weight_groups else self", "K = depth trained twice", CLASSES),
+    "drop-threshold": ("resflow/analysis/hierarchy.py", "if y < DROP_FRACTION * math.log(classes)]",
+                       "if y < math.log(classes)]", "the drop depth against the uniform guess itself", CLASSES),
 }
 
 
 def run(name: str) -> tuple[bool, float]:
-    path, old, new, _ = MUTATIONS[name]
+    path, old, new, _, *tests = MUTATIONS[name]
     file = ROOT / path
     text = file.read_text()
     if text.count(old) != 1:
@@ -99,7 +122,7 @@ def run(name: str) -> tuple[bool, float]:
     file.write_text(text.replace(old, new))
     try:
         result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "2", "-p", "no:cacheprovider",
-                                 *TESTS], cwd=ROOT, capture_output=True, text=True)
+                                 *(tests[0] if tests else TESTS)], cwd=ROOT, capture_output=True, text=True)
     finally:
         file.write_text(text)
     return result.returncode != 0, time.time() - t0

@@ -135,6 +135,15 @@ def test_a_label_follows_the_rules_synonyms_keep_it_and_a_tuple_no_rule_makes_is
         trainer.targets.final_states(broken[None])
 
 
+def test_evaluation_sentences_never_come_from_the_training_stream():
+    config = TrainConfig(steps=2, batch=64, loss="ce", device="cpu")
+    trainer = Trainer(specs(levels=(4,), replicates=(0,)), grammars(levels=(4,), replicates=(0,)), config)
+    train_x = trainer.init(0).data.train_batch(64)
+    eval_x = trainer.init(0).data.eval_batch(64)
+    assert not torch.equal(train_x, eval_x)
+    assert torch.equal(trainer.init(0).data.train_batch(64), train_x)  # each stream seeded, reproducible
+
+
 def test_one_hot_codes_put_each_position_in_its_own_block():
     tokens = torch.tensor([[[2, 0, -1, -1]]])
     codes = one_hot_inputs(tokens, vocab=3, positions=4, dtype=torch.float64)

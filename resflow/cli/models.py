@@ -125,17 +125,17 @@ def compare(
             console.print(inter)
         if result.signatures:
             sig = Table(title="Signatures of the three readings (docs/results.md): middle-layer update angle (rad), "
-                              "early-stop fraction, early exit (first half; mean e/ℓ), angles within/across a "
-                              "teacher's groups (rad), RHM drop depth")
-            for column in ("source", "stack", "layers", "update angle", "early stop", "exit early", "exit e/ℓ",
-                           "within", "across", "drop depth"):
-                sig.add_column(column)
+                              "early-stop fraction, inputs exiting in the first half and mean exit e/ℓ, angles "
+                              "within/across a teacher's groups (rad), RHM drop depth")
+            sig.add_column("stack", min_width=24, overflow="fold")
+            for column in ("ℓ", "angle", "stop", "exit", "e/ℓ", "within", "across", "drop"):
+                sig.add_column(column, no_wrap=True)
 
             def cell(value: float) -> str:
-                return "-" if value != value else ("> run" if value == float("inf") else f"{value:.3g}")
+                return "-" if value != value else ("> run" if value == float("inf") else f"{value:.2g}")
 
             for r in result.signatures:
-                sig.add_row(r.source, r.name, str(r.depth), cell(r.update_angle), cell(r.early_stop),
+                sig.add_row(f"{r.source}: {r.name}", str(r.depth), cell(r.update_angle), cell(r.early_stop),
                             cell(r.exit_early), cell(r.exit_depth), cell(r.angle_within), cell(r.angle_across),
                             cell(r.drop_depth))
             console.print(sig)

@@ -146,10 +146,15 @@ def run(
         with interruptible(resume_hint), progress_bar("training", config.train.steps) as update:
             result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
                 step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))
-        console.print(fits_table(result.fits, f"Depth exponents: loss ∝ depth^-α ({result.record})"))
-        console.print(convergence_table(result.fits))
-        if any(not f.converged for f in result.fits):
-            console.print(verdicts(result.fits), highlight=False)
+        if config.classifies:  # students of RHM data: read by the drop depth, not by a power law (its report)
+            from resflow.workflows import report_run
+
+            typer.echo(report_run(out, result.record))
+        else:
+            console.print(fits_table(result.fits, f"Depth exponents: loss ∝ depth^-α ({result.record})"))
+            console.print(convergence_table(result.fits))
+            if any(not f.converged for f in result.fits):
+                console.print(verdicts(result.fits), highlight=False)
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
                       f"figure {result.figure}", highlight=False)
 

@@ -33,13 +33,12 @@ from .._specs import RHM_DEFAULTS, is_class_target, parse_rhm_spec
 from .._validate import check_int
 from ..errors import ConfigError
 from .block import StudentSpec
-from .data import EVAL_SEED_OFFSET
-from .hidden import METRIC_BATCH, METRIC_SEED
+from .data import EVAL_SEED_OFFSET, METRIC_BATCH, METRIC_SEED
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
 from .targets import teacher_key
 
 __all__ = ["RHM_DEFAULTS", "HierarchyTargetConfig", "HierarchyTarget", "ClassTargets", "HierarchyStreams",
-           "one_hot_inputs", "is_class_target"]
+           "fixed_sentences", "one_hot_inputs", "is_class_target"]
 
 PAD = -1  # token of the positions past an input's end
 
@@ -95,6 +94,12 @@ class HierarchyTarget:
 
     def __repr__(self) -> str:
         return f"HierarchyTarget({self.rhm!r})"
+
+
+def fixed_sentences(target: HierarchyTarget, replicate: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``METRIC_BATCH`` sentences (and labels) of ``target`` that the students of ``replicate`` are measured on
+    after training (hidden-state metrics, accuracy, early exit): drawn from seed ``METRIC_SEED + replicate``."""
+    return target.rhm.sample(METRIC_BATCH, seed=METRIC_SEED + replicate)
 
 
 def one_hot_inputs(tokens: torch.Tensor, vocab: int, positions: int, dtype: torch.dtype) -> torch.Tensor:
@@ -165,10 +170,13 @@ class ClassTargets:
         return self.outputs(self.final_states(tokens))
 
     def fixed_inputs(self) -> torch.Tensor:
-        """The fixed sentences trained students are measured on: ``METRIC_BATCH`` per slot, replicate ``r``'s from
-        seed ``METRIC_SEED + r`` (:mod:`resflow.training.hidden`), (n_slots, B, P) on the CPU."""
-        gens = {r: torch.Generator().manual_seed(METRIC_SEED + r) for r in self.replicates}
-        return self.sample(METRIC_BATCH, gens)
+        """The fixed sentences trained students are measured on, (n_slots, METRIC_BATCH, P) on the CPU: each slot's
+        :func:`fixed_sentences`."""
+        out = torch.full((len(self.slots), METRIC_BATCH, self.positions), PAD, dtype=torch.long)
+        for s, (key, replicate) in enumerate(self.slots):
+            target = self.teachers[key]
+            out[s, :, : target.n_tokens] = fixed_sentences(target, replicate)[0]
+        return out
 
     def sample(self, n: int, generators: Mapping[int, torch.Generator]) -> torch.Tensor:
         """Fresh tokens ``(n_slots, n, P)`` (CPU): each slot's from its replicate's generator, slots in order."""

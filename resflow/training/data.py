@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET"]
+__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET", "METRIC_BATCH", "METRIC_SEED"]
 
 EVAL_SEED_OFFSET = 0x5EED
+METRIC_BATCH = 1024  # fixed inputs the hidden-state metrics of trained students are measured on
+METRIC_SEED = 12345  # their seed (:mod:`resflow.training.hidden`)
 
 
 class DataStream:

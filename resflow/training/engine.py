@@ -45,7 +45,6 @@ from .classes import ClassTargets
 from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
 from .data import ReplicateStreams
 from .graphs import StepGraphs, tf32_matmuls
-from .hidden import metric_inputs
 from .kernels import bank_backward, bank_forward, ce_head, embed_backward, embed_forward, kl_head, mse_head
 from .optim import AdamSettings, adam_apply, adam_scalars
 from .soap import SoapLayout, SoapSettings, soap_apply, soap_init
@@ -258,12 +257,6 @@ class Trainer:
 
         return first
 
-    def metric_inputs(self) -> torch.Tensor:
-        """The fixed inputs trained students are measured on (:mod:`resflow.training.hidden`): ``METRIC_BATCH``
-        Gaussian inputs (B, d), or for students of tokens sentences per slot (:meth:`ClassTargets.fixed_inputs`)."""
-        x = self.targets.fixed_inputs() if self.classes else metric_inputs(self.width, self.dtype)
-        return x.to(self.device)
-
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
         """One Adam step of every student still training, on the batches ``x`` (R, B, d); returns the
         state (its buffers are updated in place).  ``finals``: the slots' teacher outputs on ``x``, if
@@ -377,7 +370,7 @@ class Trainer:
     @torch.no_grad()
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
         """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d);
-        students of tokens on their slot's sentences of ``x`` (n_slots, B, P) (:meth:`metric_inputs`)."""
+        students of tokens on their slot's sentences of ``x`` (n_slots, B, P) (:mod:`resflow.training.hidden`)."""
         first = self._first_states(x if self.classes else x.unsqueeze(0).expand(len(self.replicates), *x.shape))
         for k, bank in enumerate(self.banks):
             source = self._source(state, k)

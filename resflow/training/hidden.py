@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from .data import METRIC_BATCH, METRIC_SEED
+
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Trainer
     from .state import TrainState
 
 __all__ = ["METRIC_BATCH", "METRIC_SEED", "StateMetrics", "hidden_metrics", "metric_inputs"]
 
-METRIC_BATCH = 1024  # inputs used for the hidden-state metrics of the trained students
-METRIC_SEED = 12345
 StateMetrics = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 """``states (L + 1, n, d) -> {name: per-layer values (layers, n), or one value per student (0-d)}``, e.g.
 :func:`resflow.analysis.token_metrics` or :func:`resflow.analysis.state_signature`."""
@@ -36,7 +36,9 @@ def hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) -
     """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to ``max_depth + 1``;
     a metric with one value per student (0-d) is kept as ``(n_students,)``."""
     max_depth = max(s.depth for s in trainer.order)
-    x = trainer.metric_inputs()
+    # students of tokens: their grammars' fixed sentences (:func:`resflow.training.classes.fixed_sentences`)
+    x = trainer.targets.fixed_inputs() if trainer.classes else metric_inputs(trainer.width, trainer.dtype)
+    x = x.to(trainer.device)
     per_student: dict[int, dict[str, np.ndarray]] = {}
     for i, states in trainer.hidden_states(state, x):
         values = metrics(states) if states.shape[0] >= 3 else {}

@@ -3,7 +3,7 @@
 Each student is read out at every layer through its own final readout -- its head for a classifier
 (``"confidence"`` rule), its normalised state for a regression student (``"settled"`` rule) -- on the
 fixed inputs the other hidden-state metrics use: ``METRIC_BATCH`` Gaussian inputs, or for a
-classifier ``METRIC_BATCH`` fresh sentences of its own grammar (seed ``METRIC_SEED + replicate``).
+classifier its grammar's fixed sentences (:func:`resflow.training.classes.fixed_sentences`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from ..analysis.early_exit import EXIT_CONFIDENCE, EXIT_SETTLED, exit_layers, ex
 from ..dynamics.fields import rmsnorm
 from ..dynamics.tableau import get_tableau
 from ..training.block import student_forward, student_logits
-from ..training.classes import HierarchyTarget, one_hot_inputs
-from ..training.hidden import METRIC_BATCH, METRIC_SEED, metric_inputs
+from ..training.classes import HierarchyTarget, fixed_sentences, one_hot_inputs
+from ..training.hidden import metric_inputs
 from ..training.targets import teacher_key
 
 __all__ = ["student_exits", "EXIT_RULE_NOTE"]
@@ -51,7 +51,7 @@ def student_exits(result, teachers: Mapping[Hashable, object], dtype: str = "flo
             tableau = get_tableau(spec.scheme)
             if classes:
                 target = teachers[teacher_key(spec, teachers)]
-                tokens, labels = target.rhm.sample(METRIC_BATCH, seed=METRIC_SEED + spec.replicate)
+                tokens, labels = fixed_sentences(target, spec.replicate)
                 codes = one_hot_inputs(tokens, target.config.hierarchy.vocab, positions, dt)
                 states = student_forward(student, codes @ student["embed"].T, tableau, return_states=True)
                 probs = torch.softmax(student_logits(states, student["head"]), dim=-1)
