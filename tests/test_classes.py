@@ -144,6 +144,18 @@ def test_evaluation_sentences_never_come_from_the_training_stream():
     assert torch.equal(trainer.init(0).data.train_batch(64), train_x)  # each stream seeded, reproducible
 
 
+def test_each_replicate_has_its_own_grammar_and_each_student_its_own_embedding():
+    config = resflow.preset("hierarchy", "cpu").with_overrides(["targets=rhm:3", "replicates=2", "depths=1,2"])
+    grammars_ = config.teachers()
+    rules = [grammars_[("rhm:3", r)].rhm.rules for r in (0, 1)]
+    assert not all(torch.equal(a, b) for a, b in zip(*rules, strict=True))
+    trainer = Trainer(config.student_specs(), grammars_, config.train)
+    state = trainer.init(0)
+    embeds = [trainer.student_parameters(state, i)["embed"] for i in range(len(trainer.order))]
+    distinct = {(s.depth, s.replicate) for s in trainer.order}
+    assert len({e.sum().item() for e in embeds}) >= len(distinct)  # forks share their parent's start
+
+
 def test_one_hot_codes_put_each_position_in_its_own_block():
     tokens = torch.tensor([[[2, 0, -1, -1]]])
     codes = one_hot_inputs(tokens, vocab=3, positions=4, dtype=torch.float64)
