@@ -30,12 +30,11 @@ def parse_rhm_spec(spec: str) -> dict[str, Any]:
     if len(parts) < 2 or parts[0] != "rhm":
         raise UnknownNameError(f"unknown classification target {spec!r}; {example}.")
     values: dict[str, Any] = dict(RHM_DEFAULTS)
-    try:
-        values["depth"] = int(parts[1])
-        for part in parts[2:]:
-            if part[:1] not in _KEYS or not part[1:].isdigit():
-                raise ValueError(part)
-            values[_KEYS[part[:1]]] = int(part[1:])
-    except ValueError:
-        raise ConfigError(f"target {spec!r}: cannot read it; {example}.") from None
+    keys = [part[:1] for part in parts[2:]]
+    if (not parts[1].isdigit() or any(k not in _KEYS or not part[1:].isdigit() for k, part in zip(keys, parts[2:],
+                                                                                                strict=True))
+            or len(set(keys)) != len(keys)):
+        raise ConfigError(f"target {spec!r}: cannot read it (digits only, each key once); {example}.")
+    values["depth"] = int(parts[1])
+    values.update({_KEYS[part[:1]]: int(part[1:]) for part in parts[2:]})
     return values

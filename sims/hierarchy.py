@@ -23,7 +23,7 @@ CPU_TRAIN = TrainConfig(steps=20_000, batch=128, loss="ce", eval_every=1000, eva
                         checkpoint_every=2000)
 
 PRESETS = {
-    # cpu: 3 grammars x 6 depths x 3 replicates x 3 lengths on 2 cores in about 20 minutes (docs/results.md)
+    # cpu: 3 grammars x 6 depths x 3 replicates x 3 lengths on 2 cores in about 8 minutes (docs/results.md)
     "cpu": ExperimentConfig("hierarchy", targets=TARGETS, width=32, depths=(1, 2, 3, 4, 6, 8), replicates=3,
                             train=CPU_TRAIN),
     # for a GPU: wider students, deeper grammars and stacks, four times the steps
@@ -38,9 +38,14 @@ def figure(ds, fits):
     deepest students' exit layers."""
     import numpy as np
 
+    from resflow._specs import is_class_target
     from resflow.analysis.figure import InlineFigure
     from resflow.analysis.hierarchy import DROP_FRACTION, hierarchy_table
 
+    if not all(is_class_target(str(t)) for t in ds["target"].values):  # run with teachers: the usual figure
+        from .smooth_vs_rough import figure as teacher_figure
+
+        return teacher_figure(ds, fits)
     table = hierarchy_table(ds)
     fig = InlineFigure(figsize=(13, 4))
     axes = fig.subplots(1, 3)
@@ -75,16 +80,24 @@ def report(ds, record: str) -> str:
     """Markdown tables of a hierarchy run (``resflow report STORE --experiment hierarchy``)."""
     import numpy as np
 
+    from resflow._specs import is_class_target
     from resflow.analysis.fits import fit_dataset
     from resflow.analysis.hierarchy import DROP_FRACTION, hierarchy_table
     from resflow.analysis.intervals import over_replicates
+    from resflow.analysis.report import run_tables
 
+    if not all(is_class_target(str(t)) for t in ds["target"].values):  # run with teachers: the usual tables
+        return run_tables(ds, record)
     table = hierarchy_table(ds)
-    fits = {f.target: f for f in fit_dataset(ds)}
+    fits = {f.target: f for f in fit_dataset(ds)  # the series hierarchy_table reads
+            if f.scheme == table.attrs["scheme"] and f.student_groups == table.attrs["student_groups"]}
 
-    def with_interval(values) -> str:  # replicate mean [95% t interval over replicates]
-        interval = over_replicates(lambda v: float(v[0]), np.asarray(values, float)[:, None])
-        return f"{interval.value:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+    def with_interval(values) -> str:  # replicate mean [95% t interval over replicates, within [0, 1]]
+        values = np.asarray(values, float)
+        if values.size < 2:
+            return f"{values.mean():.3f} (one replicate: no interval)"
+        interval = over_replicates(lambda v: float(v[0]), values[:, None])
+        return f"{interval.value:.3f} [{max(interval.low, 0.0):.3f}, {min(interval.high, 1.0):.3f}]"
 
     depths = [int(d) for d in table["depth"].values]
     head = " | ".join(f"ℓ = {d}" for d in depths)
@@ -105,7 +118,7 @@ def report(ds, record: str) -> str:
     lines += ["", f"Drop depth (smallest ℓ with loss < {DROP_FRACTION} ln n_c; > {max(depths)}: not within the run) "
               "per replicate, against the threshold hypothesis (`compositional-threshold`: flat until ℓ ≈ L_h); "
               "and where the deepest students' inputs exit (the record's exit rule; replicate mean, t interval "
-              "over replicates):", "",
+              "over replicates clipped to [0, 1]):", "",
               "| target | L_h | drop depth per replicate | hypothesis | exits in the first half [95%] "
               "| mean exit e/ℓ [95%] |",
               "|---|---|---|---|---|---|"]

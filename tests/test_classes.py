@@ -6,6 +6,7 @@ checked against autograd through the block's own definitions and with torch.auto
 """
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,7 +136,7 @@ def test_a_label_follows_the_rules_synonyms_keep_it_and_a_tuple_no_rule_makes_is
         trainer.targets.final_states(broken[None])
 
 
-def test_evaluation_sentences_never_come_from_the_training_stream():
+def test_the_evaluation_stream_is_not_the_training_stream():
     config = TrainConfig(steps=2, batch=64, loss="ce", device="cpu")
     trainer = Trainer(specs(levels=(4,), replicates=(0,)), grammars(levels=(4,), replicates=(0,)), config)
     train_x = trainer.init(0).data.train_batch(64)
@@ -154,6 +155,20 @@ def test_each_replicate_has_its_own_grammar_and_each_student_its_own_embedding()
     embeds = [trainer.student_parameters(state, i)["embed"] for i in range(len(trainer.order))]
     distinct = {(s.depth, s.replicate) for s in trainer.order}
     assert len({e.sum().item() for e in embeds}) >= len(distinct)  # forks share their parent's start
+
+
+def test_a_targets_data_do_not_depend_on_the_other_targets_of_the_run():
+    config = TrainConfig(steps=2, batch=32, loss="ce", device="cpu")
+    alone = Trainer(specs(levels=(3,)), grammars(levels=(3,)), config).init(0).data
+    beside = Trainer(specs(levels=(2, 3)), grammars(levels=(2, 3)), config).init(0).data
+    for draw in ("train_batch", "eval_batch"):
+        a, b = getattr(alone, draw)(32), getattr(beside, draw)(32)
+        assert torch.equal(a[:, :, :8], b[2:, :, :8])  # slots (rhm:3, 0), (rhm:3, 1) after rhm:2's
+
+
+def test_grammars_train_with_cross_entropy_only():
+    with pytest.raises(ConfigError, match="loss 'ce'"):
+        train(specs(), grammars(), TrainConfig(steps=2, loss="mse", device="cpu"))
 
 
 def test_one_hot_codes_put_each_position_in_its_own_block():
@@ -204,7 +219,8 @@ def test_the_hierarchy_report_and_figure_read_the_run(rhm_run):
 def test_a_resumed_cross_entropy_run_matches_an_uninterrupted_one(tmp_path):
     config = TrainConfig(steps=24, batch=16, loss="ce", eval_every=8, eval_batches=2, eval_batch_size=32,
                          checkpoint_every=5, device="cpu")
-    args = (specs(depths=(1, 2)), grammars(), config)
+    args = ([StudentSpec(f"rhm:{L}", "euler", d, r, math.nan, length) for L in (2, 3) for d in (1, 2)
+             for r in (0, 1) for length in (0.5, 1.0)], grammars(), config)  # forks resume too
     whole = train(*args, seed=0)
     train(*args, seed=0, run_dir=tmp_path, stop_after=11)
     resumed = train(*args, seed=0, run_dir=tmp_path, resume=True)
@@ -218,6 +234,9 @@ def test_a_resumed_cross_entropy_run_matches_an_uninterrupted_one(tmp_path):
     (["targets=rhm:x"], "cannot read"),
     (["targets=rhm:2:q3"], "cannot read"),
     (["targets=rhm:2:m40"], "synonyms"),
+    (["targets=rhm: 2"], "cannot read"),
+    (["targets=rhm:2:v8:v8"], "each key once"),
+    (["targets=rhm:12"], "one-hot inputs"),
     (["init=doubling", "depths=1,2"], "scratch"),
     (["targets=rhm:2,rhm:3:c4"], "one vocabulary"),
 ])
@@ -327,3 +346,17 @@ def test_compare_shows_the_signatures_of_every_reading_side_by_side(rhm_run, tmp
     assert np.isfinite(rows["smooth-vs-rough: grouped:4"].angle_within)
     assert rows["teacher:grouped:4"].source == "probe" and np.isfinite(rows["teacher:grouped:4"].update_angle)
     assert not any("rhm" in r.name for r in comparison.rows)  # read by its drop depth, not by a power law
+
+
+def test_signatures_and_reports_of_runs_without_plain_students_or_without_grammars():
+    import xarray as xr
+
+    from resflow.analysis.signatures import toy_signature_rows
+    from resflow.sims.hierarchy import report
+
+    with xr.open_dataset(Path(__file__).parent / "data" / "records-0.3.0" / "group-students.nc") as fixture:
+        ds = fixture.load()
+    rows = toy_signature_rows(ds.sel(student_groups=[2]), "rec", "group-students")
+    assert [r.name for r in rows] == ["group-students: grouped:4, students of 2 weight groups",
+                                      "group-students: independent, students of 2 weight groups"]
+    assert "| grouped:4 |" in report(ds, "rec")  # a hierarchy run given teachers: the usual tables

@@ -20,6 +20,7 @@ import xarray as xr
 
 from .._specs import is_class_target, parse_rhm_spec
 from ..errors import ConfigError
+from ..records import upgrade_run
 
 __all__ = ["DROP_FRACTION", "drop_depth", "hierarchy_table"]
 
@@ -37,13 +38,17 @@ def drop_depth(depths, losses, classes: int) -> float:
 
 
 def hierarchy_table(ds: xr.Dataset) -> xr.Dataset:
-    """Per target of a run on ``rhm:L`` targets (plain students, first scheme, full length): ``loss`` and
+    """Per target of a run on ``rhm:L`` targets (plain students -- or a run's only structure --, first scheme, full
+    length): ``loss`` and
     ``accuracy`` (depth, replicate), ``drop_depth`` (replicate), ``hierarchy_depth``, ``classes``, and the
     deepest students' ``exit_early_fraction`` and ``exit_depth`` (replicate)."""
     targets = [str(t) for t in ds["target"].values]
     if not targets or not all(is_class_target(t) for t in targets):
         raise ConfigError(f"hierarchy_table reads runs on rhm:L targets; this run has targets {targets}.")
-    full = ds.sel(length=ds["length"].max()).isel(scheme=0, student_groups=0, temperature=0)
+    ds = upgrade_run(ds)
+    groups = [int(g) for g in ds["student_groups"].values]
+    structure = 0 if 0 in groups else groups[0]  # plain students, or a run of structured ones only
+    full = ds.sel(length=ds["length"].max(), student_groups=structure).isel(scheme=0, temperature=0)
     depths = [int(d) for d in full["depth"].values]
     out = []
     for target in targets:
@@ -61,5 +66,6 @@ def hierarchy_table(ds: xr.Dataset) -> xr.Dataset:
         }).drop_vars([c for c in ("target", "scheme", "student_groups", "temperature", "length")
                       if c in one.coords], errors="ignore"))
     table = xr.concat(out, dim=xr.DataArray(targets, dims="target", name="target"))
-    table.attrs = {"store_record": ds.attrs.get("store_record", ""), "drop_fraction": DROP_FRACTION}
+    table.attrs = {"store_record": ds.attrs.get("store_record", ""), "drop_fraction": DROP_FRACTION,
+                   "scheme": str(ds["scheme"].values[0]), "student_groups": structure}
     return table

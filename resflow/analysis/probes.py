@@ -22,13 +22,18 @@ from ..errors import ConfigError, ShapeError
 from ..loglog import slopes
 from .metrics import METRIC_LABELS, METRICS, token_metrics
 
-__all__ = ["QUANTILES", "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction",
+__all__ = ["middle_layers", "QUANTILES", "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction",
            "angle_early_stop_fraction", "step_size_slope",
            "probe_dataset", "plot_probes", "state_signature", "SIGNATURE_LABELS"]
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 RESERVOIR = 4096
 EARLY_LATE_SHARE = 0.25
+
+
+def middle_layers(n: int) -> slice:
+    """The middle layers of ``n``: from a quarter to three quarters (at least one), where the regimes differ most."""
+    return slice(n // 4, max(3 * n // 4, n // 4 + 1))
 
 
 @dataclass
@@ -49,7 +54,7 @@ class ProbeResult:
 
     @property
     def middle(self) -> slice:
-        return slice(self.n_layers // 4, max(3 * self.n_layers // 4, self.n_layers // 4 + 1))
+        return middle_layers(self.n_layers)
 
     def summary(self) -> dict[str, float]:
         """Regime-discriminating statistics over the middle layers."""

@@ -9,7 +9,7 @@ apply:
 * ``early_stop`` -- the probes' early-stop fraction (2-means clustering of update-size profiles);
 * ``exit_early`` and ``exit_depth`` -- early exit (:mod:`resflow.analysis.early_exit`): the fraction of
   inputs whose readout is final in the first half of the layers, and the mean exit layer over depth;
-* ``angle_within`` and ``angle_across`` -- for a teacher of K functional groups (``grouped:K``), the
+* ``angle_within`` and ``angle_boundary`` -- for a teacher of K functional groups (``grouped:K``), the
   update angles inside a group and across a boundary (:mod:`resflow.analysis.groups`), stored in the
   record per student;
 * ``drop_depth`` -- for students of Random Hierarchy Model data, the depth at which the loss drops
@@ -30,12 +30,13 @@ from .._specs import is_class_target
 from ..noise import parse_correlation
 from ..records import upgrade_run
 from .groups import split_update_angles
+from .probes import middle_layers
 
 __all__ = ["SignatureRow", "GROUP_LABELS", "student_group_angles", "toy_signature_rows", "probe_signature_rows"]
 
 GROUP_LABELS = {
     "angle_within": ("mean update angle between successive layers inside one of the teacher's K groups", "rad"),
-    "angle_across": ("mean update angle between successive layers across a boundary of the teacher's K groups",
+    "angle_boundary": ("mean update angle between successive layers across a boundary of the teacher's K groups",
                      "rad"),
 }
 
@@ -51,7 +52,7 @@ class SignatureRow:
     exit_early: float = math.nan
     exit_depth: float = math.nan
     angle_within: float = math.nan
-    angle_across: float = math.nan
+    angle_boundary: float = math.nan
     drop_depth: float = math.nan
 
     def to_json(self) -> dict[str, Any]:
@@ -73,24 +74,29 @@ def student_group_angles(specs, update_angle: np.ndarray) -> dict[str, np.ndarra
     for i, spec in enumerate(specs):
         groups = _groups(spec.target)
         if groups is not None and spec.depth >= 2:
-            out["angle_within"][i], out["angle_across"][i] = split_update_angles(update_angle[i], spec.depth, groups)
+            out["angle_within"][i], out["angle_boundary"][i] = split_update_angles(update_angle[i], spec.depth, groups)
     return out
 
 
 def _middle(values: np.ndarray, depth: int) -> float:
-    """Mean over the middle layers (a quarter to three quarters) of per-layer values (NaN ignored)."""
+    """Mean over the middle layers (:func:`resflow.analysis.probes.middle_layers`) of per-layer values (NaN
+    ignored)."""
     values = np.asarray(values, float)[: max(depth - 1, 1)]
-    part = values[len(values) // 4: max(3 * len(values) // 4, len(values) // 4 + 1)]
+    part = values[middle_layers(len(values))]
     return float(np.nanmean(part)) if np.isfinite(part).any() else math.nan
 
 
 def toy_signature_rows(ds: xr.Dataset, record: str, experiment: str) -> list[SignatureRow]:
-    """One row per target of a ``toy-run`` record: its plain students at the deepest depth and full length."""
+    """One row per target of a ``toy-run`` record: its plain students (or, in a run of structured students only,
+    those) at the deepest depth and full length."""
     from .hierarchy import hierarchy_table
 
     ds = upgrade_run(ds)
     depth = int(ds["depth"].max())
-    one = ds.sel(depth=depth, length=ds["length"].max(), student_groups=0).isel(scheme=0, temperature=0)
+    groups = [int(g) for g in ds["student_groups"].values]
+    structure = 0 if 0 in groups else groups[0]  # plain students, or a run of structured ones only
+    one = ds.sel(depth=depth, length=ds["length"].max(), student_groups=structure).isel(scheme=0, temperature=0)
+    label = "" if structure == 0 else f", students of {structure} weight groups"
     drops = {}
     if all(is_class_target(str(t)) for t in ds["target"].values):
         table = hierarchy_table(ds)
@@ -108,9 +114,9 @@ def toy_signature_rows(ds: xr.Dataset, record: str, experiment: str) -> list[Sig
         angle = (_middle(student["update_angle"].mean("replicate").values, depth) if "update_angle" in student
                  else math.nan)
         rows.append(SignatureRow(
-            source="toy", name=f"{experiment}: {target}", record=record, depth=depth, update_angle=angle,
+            source="toy", name=f"{experiment}: {target}{label}", record=record, depth=depth, update_angle=angle,
             early_stop=mean("early_stop_fraction"), exit_early=mean("exit_early_fraction"),
-            exit_depth=mean("exit_depth"), angle_within=mean("angle_within"), angle_across=mean("angle_across"),
+            exit_depth=mean("exit_depth"), angle_within=mean("angle_within"), angle_boundary=mean("angle_boundary"),
             drop_depth=drops.get(str(target), math.nan)))
     return rows
 

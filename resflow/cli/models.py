@@ -136,7 +136,7 @@ def compare(
 
             for r in result.signatures:
                 sig.add_row(f"{r.source}: {r.name}", str(r.depth), cell(r.update_angle), cell(r.early_stop),
-                            cell(r.exit_early), cell(r.exit_depth), cell(r.angle_within), cell(r.angle_across),
+                            cell(r.exit_early), cell(r.exit_depth), cell(r.angle_within), cell(r.angle_boundary),
                             cell(r.drop_depth))
             console.print(sig)
         if result.unfitted:

@@ -17,11 +17,12 @@ from typing import Any
 
 from .._overrides import field_types as _field_types
 from .._overrides import typed_assignment
+from .._specs import is_class_target
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
 from ..training.block import StudentSpec
-from ..training.classes import HierarchyTarget, HierarchyTargetConfig, is_class_target
+from ..training.classes import HierarchyTarget, HierarchyTargetConfig, one_shape
 from ..training.config import TrainConfig
 from ..training.teacher import Teacher, TeacherConfig
 
@@ -132,11 +133,10 @@ class ExperimentConfig:
                               f"classification targets (rhm:L) train with loss 'ce', teachers with 'mse' or 'kl'; "
                               f"{fix}.")
         if self.classifies:
-            grammars = {(c.hierarchy.vocab, c.hierarchy.classes) for c in map(self.teacher_config, self.targets)}
-            if len(grammars) > 1:
-                raise ConfigError(f"targets {self.targets}: the grammars of a run need one vocabulary (v) and "
-                                  f"number of classes (c), since the students share their embedding and head "
-                                  f"shapes; got (v, c) = {sorted(grammars)}.")
+            try:
+                one_shape([c.hierarchy for c in map(self.teacher_config, self.targets)])
+            except ConfigError as exc:
+                raise ConfigError(f"targets {self.targets}: {exc}") from None
         if self.classifies and self.init != "scratch":
             raise ConfigError("init='doubling' continues regression students; classification students (rhm:L) "
                               "train from scratch. Use init='scratch'.")

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from .._random import as_generator
-from .._specs import RHM_DEFAULTS, is_class_target, parse_rhm_spec
+from .._specs import RHM_DEFAULTS, parse_rhm_spec
 from .._validate import check_int
 from ..errors import ConfigError
 from .block import StudentSpec
@@ -38,9 +38,10 @@ from .hierarchy import HierarchyConfig, RandomHierarchyModel
 from .targets import teacher_key
 
 __all__ = ["RHM_DEFAULTS", "HierarchyTargetConfig", "HierarchyTarget", "ClassTargets", "HierarchyStreams",
-           "fixed_sentences", "one_hot_inputs", "is_class_target"]
+           "fixed_sentences", "one_hot_inputs", "one_shape"]
 
 PAD = -1  # token of the positions past an input's end
+MAX_INPUTS = 1 << 14  # one-hot inputs (tokens x vocab) a student's embedding may take
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ class HierarchyTargetConfig:
     def from_spec(cls, spec: str, *, width: int, seed: int, hidden: int | None = None) -> HierarchyTargetConfig:
         """Parse ``"rhm:L"`` or ``"rhm:L:v8:m4:c8:s2"`` (keys v, m, c, s: :func:`resflow._specs.parse_rhm_spec`)."""
         values = parse_rhm_spec(spec)
+        inputs = values["branching"] ** values["depth"] * values["vocab"]
+        if inputs > MAX_INPUTS:
+            raise ConfigError(f"target {spec!r}: its students would embed {inputs} one-hot inputs (tokens x vocab) "
+                              f"each, more than {MAX_INPUTS}; lower the hierarchy depth, the branching or the vocab.")
         width = check_int("width", width, minimum=1)
         hidden = 4 * width if hidden is None else check_int("hidden", hidden, minimum=1)
         return cls(HierarchyConfig(seed=seed, **values), width, hidden)
@@ -94,6 +99,16 @@ class HierarchyTarget:
 
     def __repr__(self) -> str:
         return f"HierarchyTarget({self.rhm!r})"
+
+
+def one_shape(grammars: list[HierarchyConfig]) -> tuple[int, int]:
+    """The one ``(vocab, classes)`` of a run's grammars (its students share their embedding and head shapes);
+    grammars of different shapes are refused."""
+    shapes = {(g.vocab, g.classes) for g in grammars}
+    if len(shapes) != 1:
+        raise ConfigError(f"the grammars of a run need one vocabulary (v) and number of classes (c), since the "
+                          f"students share their embedding and head shapes; got (v, c) = {sorted(shapes)}.")
+    return shapes.pop()
 
 
 def fixed_sentences(target: HierarchyTarget, replicate: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,11 +145,7 @@ class ClassTargets:
         self.slots = sorted(keys, key=lambda kr: (str(kr[0]), kr[1]))
         self.labels = [k for k, _ in self.slots]
         self.teachers = {k: teachers[k] for k in dict.fromkeys(self.labels)}
-        grammars = {(t.config.hierarchy.vocab, t.config.hierarchy.classes) for t in self.teachers.values()}
-        if len(grammars) != 1:
-            raise ConfigError(f"the classification targets of a run need one vocabulary and number of classes; got "
-                              f"(vocab, classes) {sorted(grammars)}.")
-        self.vocab, self.classes = grammars.pop()
+        self.vocab, self.classes = one_shape([t.config.hierarchy for t in self.teachers.values()])
         self.positions = max(t.n_tokens for t in self.teachers.values())
         self.in_dim = self.positions * self.vocab
         self.replicates = list(replicates)
@@ -178,24 +189,26 @@ class ClassTargets:
             out[s, :, : target.n_tokens] = fixed_sentences(target, replicate)[0]
         return out
 
-    def sample(self, n: int, generators: Mapping[int, torch.Generator]) -> torch.Tensor:
-        """Fresh tokens ``(n_slots, n, P)`` (CPU): each slot's from its replicate's generator, slots in order."""
+    def sample(self, n: int, generators: list[torch.Generator]) -> torch.Tensor:
+        """Fresh tokens ``(n_slots, n, P)`` (CPU): each slot's from its own generator (``generators[slot]``)."""
         out = torch.full((len(self.slots), n, self.positions), PAD, dtype=torch.long)
-        for s, (key, replicate) in enumerate(self.slots):
+        for s, key in enumerate(self.labels):
             target = self.teachers[key]
-            out[s, :, : target.n_tokens] = target.rhm.sample(n, seed=as_generator(generators[replicate]))[0]
+            out[s, :, : target.n_tokens] = target.rhm.sample(n, seed=as_generator(generators[s]))[0]
         return out
 
 
 class HierarchyStreams:
-    """Training and evaluation tokens of every slot: replicate ``r`` draws from generators seeded
-    ``seed + r`` (training) and ``seed + r + EVAL_SEED_OFFSET`` (evaluation), its slots in order, so
-    evaluation inputs never come from the training stream; ``state()``/``load()`` checkpoint them."""
+    """Training and evaluation tokens of every slot, each slot (target, replicate ``r``) from its own generators
+    seeded ``seed + r`` (training) and ``seed + r + EVAL_SEED_OFFSET`` (evaluation): a target's data do not
+    depend on which other targets share the run (a sweep cell draws what the batched run draws), targets of one
+    replicate are paired as the teachers' inputs are, and evaluation sentences never come from the training
+    stream; ``state()``/``load()`` checkpoint them."""
 
     def __init__(self, seed: int, targets: ClassTargets, device: torch.device) -> None:
         self.targets, self.device = targets, device
-        self.train_gen = {r: torch.Generator().manual_seed(seed + r) for r in targets.replicates}
-        self.eval_gen = {r: torch.Generator().manual_seed(seed + r + EVAL_SEED_OFFSET) for r in targets.replicates}
+        self.train_gen = [torch.Generator().manual_seed(seed + r) for _, r in targets.slots]
+        self.eval_gen = [torch.Generator().manual_seed(seed + r + EVAL_SEED_OFFSET) for _, r in targets.slots]
 
     def train_batch(self, batch: int) -> torch.Tensor:
         return self.targets.sample(batch, self.train_gen).to(self.device)
@@ -204,10 +217,10 @@ class HierarchyStreams:
         return self.targets.sample(batch, self.eval_gen).to(self.device)
 
     def state(self) -> list[dict[str, torch.Tensor]]:
-        return [{"train": self.train_gen[r].get_state(), "eval": self.eval_gen[r].get_state()}
-                for r in self.targets.replicates]
+        return [{"train": t.get_state(), "eval": e.get_state()} for t, e in zip(self.train_gen, self.eval_gen,
+                                                                                 strict=True)]
 
     def load(self, state: list[dict[str, torch.Tensor]]) -> None:
-        for r, saved in zip(self.targets.replicates, state, strict=True):
-            self.train_gen[r].set_state(saved["train"])
-            self.eval_gen[r].set_state(saved["eval"])
+        for t, e, saved in zip(self.train_gen, self.eval_gen, state, strict=True):
+            t.set_state(saved["train"])
+            e.set_state(saved["eval"])

@@ -55,6 +55,10 @@ def check_run(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], co
         if not 0.0 < s.length <= 1.0 or s.steps(config.steps) < 1:
             raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got length "
                               f"{s.length} of budget {s.budget} of {config.steps} steps.")
+    grammars = [k for k, t in teachers.items() if not isinstance(t, Teacher)]
+    if grammars and config.loss != "ce":
+        raise ConfigError(f"targets {grammars} are grammars (rhm:L): they train with loss 'ce', not "
+                          f"{config.loss!r}; set loss='ce' (or give teachers).")
     widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
     if len(widths) != 1:
         raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")

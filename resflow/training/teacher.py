@@ -193,7 +193,7 @@ class TeacherConfig:
             raise ConfigError(f"teacher spec must be a string such as 'correlated:0.9'; got {spec!r}.")
         family = spec.partition(":")[0]
         unknown = UnknownNameError(f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO', "
-                                   "'fractional:H' or 'grouped:K[:RHO]'.")
+                                   "'fractional:H' or 'grouped:K[:RHO]' (or a grammar, 'rhm:L', with train.loss=ce).")
         if family not in TEACHER_FAMILIES:
             raise unknown
         try:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._specs import is_class_target
 from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
 from ..analysis.fit_records import fits_from_dataset
 from ..analysis.interventions import InterventionRow, intervention_rows
@@ -26,7 +27,6 @@ from ..llm.ladder_records import KIND as LADDER
 from ..llm.ladder_records import ladder_depth_parts, ladder_intervention_rows, ladder_rows
 from ..provenance import provenance
 from ..store import Store
-from ..training.classes import is_class_target
 from .fit import latest_fit_records
 
 __all__ = ["Comparison", "compare_stores"]
