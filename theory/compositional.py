@@ -45,17 +45,17 @@ RHM = ("Cagnetta, Petrini, Tomasini, Favero & Wyart, Phys. Rev. X 14, 031001 (20
        "(the Random Hierarchy Model)")
 
 # what the measurements say (docs/results.md: "compositional", "hierarchy: students of hierarchical data")
-BELOW_K = ("the drops move to smaller depths as training goes on (L_h = 4 at a quarter, half and all of the "
-           "budget: > 8; > 8, 4, 3; 3, 2, 2), and neither run converged")
+BELOW_K = ("its drops moved to smaller depths as training went on (at a quarter, half and all of the budget: "
+           "> 8; > 8, 3, 3; 3, 2, 2 per grammar), and neither run converged")
 THRESHOLD_EVIDENCE = (
     "below K the loss is not flat. Students of grouped:8 teachers: 1.46e-2, 8.45e-3, 3.89e-3, 1.60e-3 at "
     "l = 1, 2, 4, 8 (`resflow run compositional --preset cpu`); students of Random Hierarchy Model data of "
-    "hierarchy depth L_h = 2, 3, 4 fall below half the uniform-guess loss at l = 1, 1 and 2-3 (per grammar), "
-    "before L_h (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". docs/results.md.")
+    "hierarchy depth 4 (the grammar too large to memorise) fall below half the uniform-guess loss at l = 3, 2, 2 "
+    "(three grammars), before L_h = 4 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". docs/results.md.")
 COMPOSITION_EVIDENCE = (
     "its plateau below K is contradicted: on Random Hierarchy Model data of hierarchy depth 4 the loss falls "
-    "1.48, 0.685, 0.426 nats at l = 1, 2, 3 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". Beyond K "
-    "the run is not converged (0.215, 0.136, 0.192 at l = 4, 6, 8), so the exponential tail is untested. "
+    "1.47, 0.675, 0.396 nats at l = 1, 2, 3 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". Beyond K "
+    "the run is not converged (0.214, 0.148, 0.188 at l = 4, 6, 8), so the exponential tail is untested. "
     "docs/results.md.")
 
 
