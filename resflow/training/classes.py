@@ -24,7 +24,6 @@ import dataclasses
 import json
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -94,9 +93,6 @@ class HierarchyTarget:
     def n_tokens(self) -> int:
         return self.config.hierarchy.n_tokens
 
-    def to(self, **_: Any) -> HierarchyTarget:  # the rules are integers: nothing to move
-        return self
-
     def __repr__(self) -> str:
         return f"HierarchyTarget({self.rhm!r})"
 
@@ -132,8 +128,6 @@ def one_hot_inputs(tokens: torch.Tensor, vocab: int, positions: int, dtype: torc
 
 class ClassTargets:
     """The engine's targets for ``loss="ce"`` (module docstring): per slot, the grammar, its inputs and labels."""
-
-    kl = False
 
     def __init__(self, teachers: Mapping[Hashable, HierarchyTarget], specs: list[StudentSpec], replicates: list[int],
                  device: torch.device) -> None:
