@@ -44,6 +44,7 @@ def report(ds, record: str) -> str:
     from resflow.analysis.fits import fit_dataset
     from resflow.analysis.groups import one_structure, split_update_angles
     from resflow.loglog import power_law_fit
+    from resflow.records import best_start
     ds = one_structure(ds)  # the plain students (group-structured ones: the group-students report)
     fits = {f.target: f for f in fit_dataset(ds)}
     depths = list(fits[next(iter(fits))].depths)
@@ -81,7 +82,7 @@ def report(ds, record: str) -> str:
               "the teachers (the teacher probe, 1024 inputs):", "",
               "| teacher | student within | student at a boundary | student early-stop | teacher within | "
               "teacher at a boundary | teacher early-stop |", "|---|---|---|---|---|---|---|"]
-    full = ds.sel(length=1.0, depth=deepest).isel(scheme=0)
+    full = best_start(ds).sel(length=1.0, depth=deepest).isel(scheme=0)  # the best route and init of each cell
     if "early_stop_fraction" not in full:  # a record written before the early-stop fraction was recorded
         full["early_stop_fraction"] = xr.full_like(full["final_loss"], np.nan)
 

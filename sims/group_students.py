@@ -62,6 +62,7 @@ def report(ds, record: str) -> str:
     import numpy as np
 
     from resflow.analysis import exponent_difference, fit_dataset, group_signature
+    from resflow.records import best_start
     from resflow.sims.compositional import groups_of
 
     fits = fit_dataset(ds)
@@ -85,6 +86,7 @@ def report(ds, record: str) -> str:
             lines.append(f"| {target} | {g} weight groups | {every.value:+.2f} [{every.low:+.2f}, {every.high:+.2f}] | "
                          + ("–" if above is None else f"{above.value:+.2f} [{above.low:+.2f}, {above.high:+.2f}]")
                          + " |")
+    ds = best_start(ds)  # from here on the students themselves: the best route and init of each cell
     curves = ds["test_loss"].sel(length=ds["length"].max()).isel(scheme=0).mean("replicate")
     shown = [s for s in curves["step"].values.tolist() if s and s % 1000 == 0] or curves["step"].values.tolist()[1:]
     lines += ["", "Test loss during training (replicate mean, full-length students):", "",

@@ -41,12 +41,14 @@ def figure(ds, fits):
     from resflow._specs import is_class_target
     from resflow.analysis.figure import InlineFigure
     from resflow.analysis.hierarchy import DROP_FRACTION, hierarchy_table
+    from resflow.records import best_start
 
     if not all(is_class_target(str(t)) for t in ds["target"].values):  # run with teachers: the usual figure
         from .smooth_vs_rough import figure as teacher_figure
 
         return teacher_figure(ds, fits)
     table = hierarchy_table(ds)
+    ds = best_start(ds)  # the students themselves: the best route and init of each cell
     fig = InlineFigure(figsize=(13, 4))
     axes = fig.subplots(1, 3)
     depths = table["depth"].values

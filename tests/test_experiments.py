@@ -90,10 +90,18 @@ def test_run_and_fit_commands(tmp_path):
     assert "Depth exponents" in result.output and "independent" in result.output
     fitted = runner.invoke(app, ["fit", str(tmp_path), "--json"])
     records = json.loads(fitted.stdout)
-    assert len(records) == 2
-    for r in records:
-        assert {"target", "loss", "scheme", "exponent", "ci_low", "ci_high", "converged", "regime"} <= set(r)
-    assert {r["target"] for r in records} == {"independent", "tied"}
+    assert len(records) == 3  # the two series and their separation
+    series = [r for r in records if r["target"] != "separation"]
+    for r in series:
+        assert {"target", "loss", "scheme", "exponent", "ci_low", "ci_high", "converged", "regime", "certified",
+                "certified_depths", "route_spread"} <= set(r)
+        assert len(r["route_spread"]) == len(r["depths"]) and isinstance(r["certified"], bool)
+    assert {r["target"] for r in series} == {"independent", "tied"}
+    (separation,) = [r for r in records if r["target"] == "separation"]
+    assert {"separation", "separation_ci_low", "separation_ci_high", "separation_law", "separation_law_ci_low",
+            "separation_law_ci_high", "separated"} <= set(separation)
+    tied, independent = ({r["target"]: r for r in series}[t] for t in ("tied", "independent"))
+    assert separation["separation"] == pytest.approx(tied["exponent"] - independent["exponent"])
 
 
 @pytest.mark.parametrize(("args", "message"), [

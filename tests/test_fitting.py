@@ -22,15 +22,18 @@ LENGTHS = (0.25, 0.5, 1.0)
 
 
 def synthetic(curves: dict, replicates=4, batches=8, noise=0.05, gain=None, drift=0.0, fail=None, rng=0,
-              lengths=LENGTHS, batch_noise=0.001):
+              lengths=LENGTHS, batch_noise=0.001, routes=("scratch",), inits=1, route_factor=None, init_noise=0.0):
     """A TrainingResult whose students head for the limit ``curves[target](depth)``.
 
     Each replicate's limit carries lognormal noise ``noise``; a student of length ``lam`` ends at
     ``limit * (1 + gain(depth, lam))`` (default: no gain, already at its limit) times ``(depth / 2) **
     (drift * log2(lam))`` (its exponent lower by ``drift`` per halving), times a factor per evaluation
-    batch that is common to every length (the same batches) with a little independent noise on top."""
+    batch that is common to every length (the same batches) with a little independent noise on top.
+    ``routes`` x ``inits`` students per cell (continuation not at the shallowest depth), each ending at the
+    cell's level times ``route_factor(route, depth)`` (default 1) and lognormal init noise ``init_noise``."""
     gen = np.random.default_rng(rng)
     gain = gain or (lambda d, lam: 0.0)
+    route_factor = route_factor or (lambda route, d: 1.0)
     specs, histories, finals = [], [], []
     steps = [0, 500, 1000]
     for target, curve in curves.items():
@@ -38,12 +41,17 @@ def synthetic(curves: dict, replicates=4, batches=8, noise=0.05, gain=None, drif
             for r in range(replicates):
                 level = curve(d) * math.exp(noise * gen.standard_normal())
                 shared = np.exp(0.02 * gen.standard_normal(batches))  # the evaluation batches, shared by the lengths
-                for length in lengths:
-                    value = level * (1 + gain(d, length)) * (d / 2) ** (-drift * math.log2(length))
-                    batch = value * shared * np.exp(batch_noise * gen.standard_normal(batches))
-                    specs.append(StudentSpec(target, "euler", d, r, length=length))
-                    histories.append([10 * value, 2 * value, batch.mean()])
-                    finals.append(batch)
+                for route in routes:
+                    if route == "continuation" and d == DEPTHS[0]:
+                        continue
+                    for init in range(inits):
+                        start = level * route_factor(route, d) * math.exp(init_noise * gen.standard_normal())
+                        for length in lengths:
+                            value = start * (1 + gain(d, length)) * (d / 2) ** (-drift * math.log2(length))
+                            batch = value * shared * np.exp(batch_noise * gen.standard_normal(batches))
+                            specs.append(StudentSpec(target, "euler", d, r, length=length, route=route, init=init))
+                            histories.append([10 * value, 2 * value, batch.mean()])
+                            finals.append(batch)
     n = len(specs)
     failed = np.zeros(n, dtype=bool)
     reasons = [""] * n
@@ -51,6 +59,15 @@ def synthetic(curves: dict, replicates=4, batches=8, noise=0.05, gain=None, drif
         failed[fail] = True
         reasons[fail] = "loss became nan at step 3"
     return TrainingResult(specs, steps, np.array(histories), np.array(finals), failed, reasons, {}, 1.0, "cpu", 1000)
+
+
+LENGTHS4 = (0.125, 0.25, 0.5, 1.0)
+ROUTES = ("scratch", "continuation")
+
+
+def certifiable(curves: dict, **kwargs):
+    """A synthetic run verdict v3 can certify: two routes that agree, two inits each, four lengths at their limit."""
+    return synthetic(curves, **{"lengths": LENGTHS4, "routes": ROUTES, "inits": 2, **kwargs})
 
 
 def power_law_in_training(fraction: float, gamma: float):
@@ -85,11 +102,20 @@ def test_interval_over_replicates_covers_the_truth_at_its_nominal_rate():
 
 
 def test_recovers_exponents_and_classifies_regimes():
-    ds = dataset(synthetic({"independent": power(1.0), "tied": power(2.6)}), ["independent", "tied"])
+    ds = dataset(certifiable({"independent": power(1.0), "tied": power(2.6)}), ["independent", "tied"])
     fits = {f.target: f for f in fit_dataset(ds)}
     assert abs(fits["independent"].exponent - 1.0) < 0.1 and abs(fits["tied"].exponent - 2.6) < 0.1
     assert fits["independent"].regime == "ensemble" and fits["tied"].regime == "procedural"
     assert all(f.converged and f.verdict == "converged" for f in fits.values())
+    assert all(f.certified and f.certified_depths == DEPTHS for f in fits.values())
+
+
+def test_one_route_is_never_certified_and_gets_no_regime():
+    """Verdict v2 accepts a single route that stopped; verdict v3 asks for a second route, so no regime."""
+    ds = dataset(synthetic({"independent": power(1.0)}, lengths=LENGTHS4), ["independent"])
+    (fit,) = fit_dataset(ds)
+    assert fit.converged and not fit.certified and fit.regime == "uncertified"
+    assert all("one start" in v for v in fit.depth_verdicts)
 
 
 @pytest.mark.parametrize(("target", "alpha"), [("independent", 1.0), ("tied", 3.0)])
@@ -115,7 +141,7 @@ def test_finite_teacher_factor_comes_from_the_derivation():
 def test_a_series_still_moving_with_training_length_is_not_converged():
     moving = dataset(synthetic({"tied": power(2.6)}, drift=0.4), ["tied"])  # exponent 2.2 at half length
     (fit,) = fit_dataset(moving)
-    assert not fit.converged and fit.regime == "unconverged" and "exponent moved" in fit.verdict
+    assert not fit.converged and fit.regime == "uncertified" and "exponent moved" in fit.verdict
     assert fit.drift == pytest.approx(0.4, abs=0.05) and "bound" in fit.verdict
 
 
@@ -164,7 +190,7 @@ def test_a_converged_series_with_tiny_replicate_spread_is_accepted():
     near = lambda d, lam: 0.06 * d / 16 * lam ** -1.0  # noqa: E731
     (fit,) = fit_dataset(dataset(synthetic({"tied": power(2.6)}, noise=0.0005, gain=near), ["tied"]))
     assert (fit.ci_high - fit.ci_low) / 2 < abs(fit.drift) < 0.05  # the first verdict would have refused it
-    assert fit.converged and fit.verdict == "converged" and fit.regime == "procedural", fit.verdict
+    assert fit.converged and fit.verdict == "converged", fit.verdict
     assert max(fit.gains) < 0.07
 
 
@@ -253,8 +279,8 @@ def test_regime_predictions_come_from_the_laws():
 
 def test_dataset_is_labelled_and_carries_provenance():
     ds = dataset(synthetic({"independent": power(1.0)}), ["independent"])
-    assert ds["test_loss"].dims == ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "length",
-                                    "step")
+    assert ds["test_loss"].dims == ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "route",
+                                    "init", "length", "step")
     for name, var in ds.data_vars.items():
         assert "long_name" in var.attrs and "units" in var.attrs, name
 

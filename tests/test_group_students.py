@@ -126,7 +126,8 @@ def test_runs_with_group_structured_students_have_a_student_groups_dimension_and
              for g in (0, 2) for length in (0.5, 1.0)]
     result = train(specs, tt, small_config(steps=40, dtype="float32"), state_metrics=state_signature)
     ds = build_dataset(result, loss="mse", targets=["grouped:2"], attrs={}, metric_labels=SIGNATURE_LABELS)
-    assert ds["final_loss"].dims == ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "length")
+    assert ds["final_loss"].dims == ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "route",
+                                     "init", "length")
     assert ds["student_groups"].values.tolist() == [0, 2]
     assert ds["early_stop_fraction"].dims == ds["final_loss"].dims  # one number per student
     assert ds["update_angle"].dims[-1] == "layer"
@@ -189,7 +190,8 @@ def test_group_signature_of_a_trained_group_structured_student_turns_only_at_bou
     specs = [StudentSpec("grouped:4", "euler", 16, 0, weight_groups=g) for g in (0, 4)]
     result = train(specs, tt, small_config(steps=60, dtype="float32"), state_metrics=state_signature)
     ds = build_dataset(result, loss="mse", targets=["grouped:4"], attrs={}, metric_labels=SIGNATURE_LABELS)
-    sig = group_signature(ds, 4).isel(target=0, scheme=0, temperature=0, depth=0, replicate=0, length=0)
+    sig = group_signature(ds, 4).isel(target=0, scheme=0, temperature=0, depth=0, replicate=0, length=0, route=0,
+                                      init=0)
     assert float(sig["angle_within"].sel(student_groups=4)) < 0.25 < float(sig["angle_boundary"].sel(student_groups=4))
     assert float(sig["angle_within"].sel(student_groups=0)) > 0.5  # plain layers start unrelated
 
@@ -277,8 +279,8 @@ def test_split_update_angles_reads_the_last_axis_and_one_structure_selects_stude
     assert within == pytest.approx(0.25) and boundary == pytest.approx(1.5)
     ds = xr.Dataset({"final_loss": (("student_groups", "depth"), [[1.0, 2.0], [3.0, 4.0]])},
                     coords={"student_groups": [0, 4], "depth": [2, 4]})
-    assert one_structure(ds)["final_loss"].values.tolist() == [1.0, 2.0]
-    assert one_structure(ds, 4)["final_loss"].values.tolist() == [3.0, 4.0]
+    assert one_structure(ds)["final_loss"].squeeze().values.tolist() == [1.0, 2.0]  # route, init: size 1
+    assert one_structure(ds, 4)["final_loss"].squeeze().values.tolist() == [3.0, 4.0]
     with pytest.raises(ConfigError, match="student_groups=2"):
         one_structure(ds, 2)
     assert one_structure(ds.sel(student_groups=0)) is not None

@@ -21,8 +21,8 @@ TINY = ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.
         "width=6", "teacher_depth=8", "vocab=8", "depths=2,4", "replicates=2", "train.device=cpu"]
 RUNS = {  # the fixture's runs (tests/data/records-0.3.0/README.md): experiment -> extra overrides
     "smooth-vs-rough": [], "group-students": ["student_groups=0,2"], "temperature": ["train.temperatures=0.3,1.0"]}
-ADDED = {"smooth-vs-rough": ("student_groups", "temperature"), "group-students": ("temperature",),
-         "temperature": ("student_groups",)}
+ADDED = {"smooth-vs-rough": ("student_groups", "temperature", "route", "init"),
+         "group-students": ("temperature", "route", "init"), "temperature": ("student_groups", "route", "init")}
 
 
 def old(name):
@@ -59,7 +59,7 @@ def test_every_per_student_variable_has_every_dim_in_order(fresh, name):
 @pytest.mark.parametrize("name", list(RUNS))
 def test_a_record_of_0_3_reads_bit_for_bit_as_it_was_written_in_the_current_shape(name):
     """Every variable and coordinate of the old record, unchanged, the added dims of size 1 (student_groups 0,
-    temperature NaN), in the current order; its provenance untouched."""
+    temperature NaN, route scratch, init 0), in the current order; its provenance untouched."""
     before = old(name)
     assert all(d not in before.dims for d in ADDED[name])
     up = upgrade_run(before)

@@ -100,7 +100,8 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     coherence = ds["error_coherence"].values
     assert np.all(np.isfinite(coherence)) and np.all(coherence > 0)
     # a student's trajectory error starts at 0 (same input state) and its layers beyond its depth are NaN
-    tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0, student_groups=0, temperature=0)
+    tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0, student_groups=0, temperature=0,
+                                                        route=0, init=0)
     assert float(tied["trajectory_error"].sel(layer=0)) == 0.0 and np.isnan(float(tied["trajectory_error"].sel(layer=3)))
     # the report prints the run's tables from its record: losses by length, the verdict, the estimate, tracking
     from typer.testing import CliRunner
@@ -111,11 +112,12 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     text = report(str(tmp_path / "store"))
     cli = CliRunner().invoke(app, ["report", str(tmp_path / "store")])
     assert cli.exit_code == 0 and cli.stdout.strip() == text.strip()
-    for header in ("| teacher | length | ℓ = 2 | ℓ = 4 |", "| teacher | α [95%] | law α [95%] | drift [90%]",
-                   "asymptotic α [95%] (estimate)", "coherence exponent c", "path time of h_1"):
+    for header in ("| teacher | α [95%] | law α [95%] | standing |", "| teacher | length | ℓ = 2 | ℓ = 4 |",
+                   "| teacher | drift [90%] |", "asymptotic α [95%] (estimate)", "coherence exponent c",
+                   "path time of h_1", "| teacher | ℓ | route spread [upper] |"):
         assert header in text, header
-    assert report(str(tmp_path / "store"), replicate=0).splitlines()[0].endswith("1 replicates, steps per depth and "
-                                                                                  "length in the table")
+    assert report(str(tmp_path / "store"), replicate=0).splitlines()[0].endswith("1 replicates, routes scratch, "
+                                                                                  "1 init each")
     from resflow.errors import ConfigError
 
     with pytest.raises(ConfigError, match="replicate must be one of"):

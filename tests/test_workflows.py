@@ -58,7 +58,8 @@ def test_fit_command_equals_fit_store_and_reuses_fit_records(cli_store):
     rows = json.loads(invoke("fit", cli_store, "--json").stdout)
     runs = resflow.fit_store(cli_store)
     assert all(r.reused for r in runs)  # `resflow run` wrote the fit record; nothing was refitted
-    assert rows == [{"run": r.run, "fit_record": r.fit_record, **f.to_json()} for r in runs for f in r.fits]
+    assert rows == [{"run": r.run, "fit_record": r.fit_record, **row.to_json()} for r in runs
+                    for row in (*r.fits, *r.separations)]
     assert len(Store.open(cli_store).records(kind="fit")) == 1
     other = resflow.fit_store(cli_store, FitSettings(gain_tolerance=0.5))
     assert not any(r.reused for r in other) and len(Store.open(cli_store).records(kind="fit")) == 2

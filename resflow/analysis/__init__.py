@@ -10,11 +10,15 @@ module             what it holds
 ``hierarchy``      students of Random Hierarchy Model data: losses, accuracies, the depth at which the loss drops
 ``signatures``     the three readings side by side: angles, early stop, early exit, groups, drop depth
 ``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
-``fits``           depth exponents of a run: plain, law-aware, offset, asymptotic; the verdict; the regime
+``fits``           depth exponents of a run from every depth's best loss over routes: plain, law-aware,
+                   offset, asymptotic; verdicts v3 and v2; the regime
+``certification``  verdict v3: a depth is certified when its training routes agree and every tail passes
+``separation``     the first answer: tied minus independent exponents, paired, and whether they separate
 ``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)
 ``law_fit``        the finite-teacher factor of the law-aware fit
 ``verdict``        the convergence verdict (v2): the exponent's drift and every depth's remaining gain
-``extrapolation``  the loss along training lengths: its limit, the remaining gain, the asymptotic exponent
+``extrapolation``  the loss along training lengths: its limit, the remaining gain, the asymptotic exponent;
+                   the tail test of verdict v3
 ``tracking``       a student against its teacher along depth: local errors and how coherently they add
 ``fit_records``    fits as ``fit`` store records and back
 ``regimes``        the regime an exponent is consistent with (from the derived laws)
@@ -28,7 +32,9 @@ module             what it holds
 Works on tensors of hidden states and on labelled Datasets; it trains nothing and opens no store.
 """
 
+from .certification import ROUTE_TOLERANCE, DepthCertificate, certify_depths, route_error
 from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
+from .extrapolation import TAIL_TOLERANCE, TailTest, tail_test
 from .fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
 from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
 from .groups import (
@@ -70,12 +76,15 @@ from .probes import (
 from .regimes import classify, regime_predictions
 from .report import run_tables
 from .roughness import roughness_predictions
+from .separation import SEPARATION_MARGIN, Separation, separations
 from .tracking import TRACKING_LABELS, tracking_metrics
 from .verdict import Verdict, convergence_verdict
 
 __all__ = [
     "exponent_difference",
     "run_tables",
+    "ROUTE_TOLERANCE", "DepthCertificate", "certify_depths", "route_error", "TAIL_TOLERANCE", "TailTest", "tail_test",
+    "SEPARATION_MARGIN", "Separation", "separations",
     "InterventionProfile", "lesion", "swap", "trace", "run_steps", "intervention_dataset",
     "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
     "InterventionRow", "intervention_rows",

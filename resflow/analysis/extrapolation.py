@@ -35,6 +35,15 @@ Only the final losses of the training lengths enter: a point of the evaluation c
 of a run is a loss at a learning rate that has not decayed yet, a different quantity (it carries the
 optimiser's noise floor), so it is not mixed into the fit.  The model is an assumption; its
 validation is a run long enough to converge (``docs/results.md``).
+
+**The tail test** (verdict v3, :func:`tail_test`; ``docs/design/certification.md``) checks that model
+instead of assuming it: with :math:`n \ge 4` geometric lengths the falls :math:`d_1 \dots d_{n-1}` are
+fitted by a geometric sequence :math:`d_k = D\rho^{k-1}` (least squares of :math:`\log d_k` on :math:`k`,
+:math:`n - 3 \ge 1` residual degrees of freedom); the tail's ratio is the one-sided 95% upper bound of
+the fitted :math:`\rho` (t on the fit's own residual), never below the last observed ratio; when a fall is
+within its noise the ratio cannot be fitted and the slowest decay admitted, :math:`t^{-0.1}`
+(``TAIL_SLOWEST_GAMMA``), bounds the tail.  The remaining gain's bound is the geometric tail of the last
+fall's ceiling; a student passes when it is below ``TAIL_TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -46,10 +55,15 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["NOISE_P", "CEILING_P", "LossLimit", "loss_limit", "loss_limits", "geometric_ratio", "asymptotic_interval"]
+__all__ = ["NOISE_P", "CEILING_P", "LossLimit", "loss_limit", "loss_limits", "geometric_ratio", "asymptotic_interval",
+           "TailTest", "tail_test", "TAIL_TOLERANCE", "TAIL_SLOWEST_GAMMA", "TAIL_MIN_LENGTHS", "TAIL_CONFIDENCE"]
 
 NOISE_P = 0.001  # a fall is real when noise alone would exceed it with at most this probability (one-sided t)
 CEILING_P = 0.05  # the largest fall the noise allows: a one-sided 95% bound
+TAIL_MIN_LENGTHS = 4  # the tail test needs residual degrees of freedom: 4 lengths = 3 falls for 2 parameters
+TAIL_TOLERANCE = 0.05  # a student has stopped improving when at most this share of its loss is left to lose
+TAIL_SLOWEST_GAMMA = 0.1  # the slowest power law t^-gamma the test admits where the falls cannot be fitted
+TAIL_CONFIDENCE = 0.95  # the one-sided level of the fitted ratio's upper bound
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,3 +187,86 @@ def asymptotic_interval(depths, batch_losses: np.ndarray, *, transform: np.ndarr
 
     data = np.asarray(batch_losses, float)[:, :, -3:].transpose(1, 0, 2, 3)  # (replicate, depth, length, batch)
     return over_replicates(statistic, data, confidence=confidence, seed=seed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TailTest:
+    """The tail test of one student (module docstring): ``passed`` when the bound ``gain_bound`` on the share
+    of its final loss still to lose is below the tolerance.
+
+    ``case``: ``"fitted"`` (every fall measurable: the ratio from the fit), ``"within noise"`` (a fall within
+    its noise: the slowest admitted decay), ``"no limit"`` (the falls do not shrink), ``"not checked"`` (fewer
+    than ``TAIL_MIN_LENGTHS`` geometric lengths, or a missing loss).  ``ratio`` is the decay ratio the bound
+    used, ``fitted_ratio`` the least-squares one (NaN unless fitted), ``residual`` the fit's residual standard
+    deviation of log falls (its degrees of freedom ``dof``).
+    """
+
+    passed: bool
+    case: str
+    gain_bound: float
+    ratio: float
+    fitted_ratio: float = math.nan
+    residual: float = math.nan
+    dof: int = 0
+    final: float = math.nan
+
+    @property
+    def text(self) -> str:
+        if self.case == "not checked":
+            return "tail not checked"
+        if self.case == "no limit":
+            return f"still falling without a limit in sight (decay ratio up to {self.ratio:.2f} per doubling)"
+        return f"up to {self.gain_bound:.1%} left to lose ({self.case})"
+
+
+def tail_test(batch_losses: np.ndarray, *, lengths=None, tolerance: float = TAIL_TOLERANCE,
+              slowest_gamma: float = TAIL_SLOWEST_GAMMA, confidence: float = TAIL_CONFIDENCE) -> TailTest:
+    """The tail test of one student from its final losses ``(length, eval_batch)`` at training lengths
+    ``lengths`` (shortest first; default: a progression of ratio 2), the same evaluation batches at every
+    length (module docstring)."""
+    from scipy import stats
+
+    values = np.asarray(batch_losses, float)
+    n, n_batch = values.shape
+    unchecked = TailTest(passed=False, case="not checked", gain_bound=math.nan, ratio=math.nan)
+    if n < TAIL_MIN_LENGTHS or not np.all(np.isfinite(values)):
+        return unchecked
+    try:
+        q = geometric_ratio(lengths) if lengths is not None else 2.0
+        if lengths is not None and not np.allclose(np.diff(np.log(np.asarray(lengths, float))), math.log(q),
+                                                   rtol=1e-3):
+            return unchecked
+    except ConfigError:
+        return unchecked
+    means = values.mean(axis=-1)
+    final = float(means[-1])
+    batch_falls = values[:-1] - values[1:]  # (fall, batch), paired
+    falls = batch_falls.mean(axis=-1)
+    se = (batch_falls.std(axis=-1, ddof=1) / math.sqrt(n_batch)) if n_batch > 1 else np.zeros(n - 1)
+    noise = stats.t.ppf(1 - NOISE_P, n_batch - 1) * se if n_batch > 1 else se
+    ceilings = np.maximum(falls, 0.0) + (stats.t.ppf(1 - CEILING_P, n_batch - 1) * se if n_batch > 1 else se)
+    last = float(ceilings[-1])
+    if final <= 0:
+        return TailTest(passed=False, case="no limit", gain_bound=math.inf, ratio=math.inf, final=final)
+    fitted = residual = math.nan
+    dof = 0
+    if np.all(falls > noise) and np.all(falls > 0):
+        k = np.arange(n - 1, dtype=float)
+        y = np.log(falls)
+        slope, intercept = np.polyfit(k, y, 1)
+        dof = n - 3
+        residual = float(np.sqrt(np.sum((y - (intercept + slope * k)) ** 2) / dof))
+        se_slope = residual / math.sqrt(np.sum((k - k.mean()) ** 2))
+        fitted = float(math.exp(slope))
+        upper = math.exp(slope + stats.t.ppf(confidence, dof) * se_slope)
+        ratio = max(upper, last / float(falls[-2]))
+        case = "fitted"
+    else:
+        ratio = q ** -slowest_gamma
+        case = "within noise"
+    if ratio >= 1.0:
+        return TailTest(passed=False, case="no limit", gain_bound=math.inf, ratio=ratio, fitted_ratio=fitted,
+                        residual=residual, dof=dof, final=final)
+    gain = last * ratio / (1.0 - ratio) / final
+    return TailTest(passed=bool(gain < tolerance), case=case, gain_bound=float(gain), ratio=float(ratio),
+                    fitted_ratio=fitted, residual=residual, dof=dof, final=final)

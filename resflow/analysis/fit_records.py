@@ -57,9 +57,17 @@ _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit r
     "asymptotic_law_ci_low": ("lower end of the interval of the asymptotic law-aware alpha", "1"),
     "asymptotic_law_ci_high": ("upper end of the interval of the asymptotic law-aware alpha", "1"),
     "asymptotic_regime": ("regime the asymptotic estimate points to (an estimate)", "1"),
-    "converged": ("the convergence verdict", "1"),
-    "verdict": ("the verdict in words, with the reason when not converged", "1"),
-    "regime": ("regime the law-aware interval is consistent with (never for an unconverged series)", "1"),
+    "certified": ("verdict v3: every depth certified (routes agree, tails pass); otherwise the exponents are "
+                  "bounds", "1"),
+    "certificate": ("verdict v3 in words, with the reasons per depth when not certified", "1"),
+    "route_error": ("half-width the route spreads add to the exponents' intervals", "1"),
+    "replicate_ci_low": ("lower end of the interval of alpha over replicates alone (no route error)", "1"),
+    "replicate_ci_high": ("upper end of the interval of alpha over replicates alone (no route error)", "1"),
+    "inits": ("initialisations per route", "1"),
+    "routes": ("routes that trained the series, comma-separated", "1"),
+    "converged": ("verdict v2: this route has stopped improving (drift and remaining gain)", "1"),
+    "verdict": ("verdict v2 in words, with the reason when not converged", "1"),
+    "regime": ("regime the law-aware interval is consistent with (only for a certified series)", "1"),
 }
 _OPTIONAL = ("offset_exponent", "offset_floor")  # None is stored as NaN
 _BY_DEPTH = {  # SeriesFit per-depth field -> (variable, long_name, units)
@@ -67,6 +75,14 @@ _BY_DEPTH = {  # SeriesFit per-depth field -> (variable, long_name, units)
     "limits": ("limit_by_depth", "extrapolated limit of the loss along training (replicate mean)", "loss"),
     "gains": ("gain_by_depth", "remaining gain (L(T) - L_inf) / L(T) (replicate mean; inf: no limit)", "1"),
     "gain_highs": ("gain_high_by_depth", "upper end of the 90% interval of the remaining gain", "1"),
+    "route_spread": ("route_spread", "worst route's best loss / best loss - 1 (largest over replicates)", "1"),
+    "route_spread_high": ("route_spread_high", "upper end of the one-sided 95% interval of the route spread", "1"),
+    "init_spread": ("init_spread", "pooled sd of log loss over the inits of one route and teacher", "1"),
+    "teacher_spread": ("teacher_spread", "sd of the best log loss over replicates (teachers)", "1"),
+}
+_BY_REPLICATE = {  # SeriesFit per-replicate field -> (variable, long_name)
+    "replicate_exponents": ("exponent_by_replicate", "alpha of the replicate's best losses"),
+    "replicate_law_exponents": ("law_exponent_by_replicate", "law-aware alpha of the replicate's best losses"),
 }
 
 
@@ -80,6 +96,8 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
         values = [getattr(f, name) for f in fits]
         if name in _OPTIONAL:
             values = [math.nan if v is None else v for v in values]
+        if name == "routes":
+            values = [",".join(v) for v in values]
         data[name] = (("series",), np.asarray(values), {"long_name": long_name, "units": units})
     for field, (name, long_name, units) in _BY_DEPTH.items():
         values = np.full((len(fits), len(depths)), np.nan)
@@ -89,6 +107,21 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
         data[name] = (("series", "depth"), values, {"long_name": long_name, "units": units})
     data["fitted_depth"] = (("series", "depth"), [[d in f.depths for d in depths] for f in fits],
                             {"long_name": "whether the series has this depth", "units": "1"})
+    data["certified_depth"] = (("series", "depth"), [[d in f.certified_depths for d in depths] for f in fits],
+                               {"long_name": "verdict v3: the depth is certified", "units": "1"})
+    verdicts = np.full((len(fits), len(depths)), "", dtype=object)
+    for i, f in enumerate(fits):
+        for d, v in zip(f.depths, f.depth_verdicts, strict=False):
+            verdicts[i, depths.index(d)] = v
+    data["depth_verdict"] = (("series", "depth"), verdicts.astype(str),
+                             {"long_name": "verdict v3 of the depth in words", "units": "1"})
+    replicates = sorted({r for f in fits for r in f.replicates})
+    for field, (name, long_name) in _BY_REPLICATE.items():
+        values = np.full((len(fits), len(replicates)), np.nan)
+        for i, f in enumerate(fits):
+            for r, v in zip(f.replicates, getattr(f, field), strict=False):
+                values[i, replicates.index(r)] = v
+        data[name] = (("series", "replicate"), values, {"long_name": long_name, "units": "1"})
     coords = {
         "series": ("series", np.arange(len(fits)), {"long_name": "fitted series"}),
         "target": ("series", [f.target for f in fits], {"long_name": "teacher (target function)"}),
@@ -98,6 +131,7 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
         "temperature": ("series", [math.nan if f.temperature is None else f.temperature for f in fits],
                         {"long_name": "teacher temperature (NaN for MSE)", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
+        "replicate": ("replicate", replicates, {"long_name": "replicate (own teacher, data stream and init)"}),
     }
     attrs = {"loss": fits[0].loss, "source_record": source_record, "fit_settings": settings.to_json(),
              "lengths": json.dumps(list(fits[0].lengths))}
@@ -124,6 +158,8 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
                 value = int(value)
             elif kinds[name] in ("bool", bool):
                 value = bool(value)
+            elif name == "routes":
+                value = tuple(v for v in str(value).split(",") if v)
             else:
                 value = float(value)
             values[name] = value
@@ -134,6 +170,21 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
         if not any(np.isfinite(v) or np.isinf(v) for v in per_depth.get("gains", ())):  # no verdict-v2 per depth
             for field in ("limits", "gains", "gain_highs"):
                 per_depth[field] = ()
+        if "certified_depth" in row:  # verdict v3 (records of before it: not certified, the field defaults)
+            per_depth["certified_depths"] = tuple(d for d, keep in zip(depths, row["certified_depth"].values,
+                                                                       strict=True) if keep and d in have)
+            per_depth["depth_verdicts"] = tuple(str(v) for d, v in zip(depths, row["depth_verdict"].values,
+                                                                        strict=True) if d in have)
+        else:
+            for field in ("route_spread", "route_spread_high", "init_spread", "teacher_spread"):
+                per_depth.pop(field, None)
+        if "replicate" in ds.dims:
+            reps = [int(r) for r in ds["replicate"].values]
+            for field, (name, _) in _BY_REPLICATE.items():
+                vals = row[name].values
+                per_depth[field] = tuple(float(v) for v in vals if np.isfinite(v))
+            per_depth["replicates"] = tuple(r for r, v in zip(reps, row["exponent_by_replicate"].values,
+                                                              strict=True) if np.isfinite(v))
         temperature = float(row["temperature"])
         groups = int(row["student_groups"].item()) if "student_groups" in row.coords else 0  # older records: plain
         out.append(SeriesFit(

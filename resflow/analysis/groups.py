@@ -18,7 +18,7 @@ import xarray as xr
 from .._validate import check_int
 from ..errors import ConfigError
 from ..noise import group_of
-from ..records import is_kl, upgrade_run
+from ..records import best_start, is_kl, upgrade_run
 from .intervals import exponent_interval
 
 __all__ = ["boundary_pairs", "split_update_angles", "group_signature", "states_group_signature", "one_structure",
@@ -28,7 +28,8 @@ __all__ = ["boundary_pairs", "split_update_angles", "group_signature", "states_g
 def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
     """The students of one structure of a ``toy-run`` Dataset (``student_groups`` = ``groups``; 0: plain), the
     dim dropped (and, for an MSE run, its unused ``temperature``).  For analyses defined for one structure
-    (the roughness law, the temperature figure, the compositional report)."""
+    (the roughness law, the temperature figure, the compositional report); every route and init kept
+    (:func:`resflow.records.best_start` reduces them)."""
     ds = upgrade_run(ds)
     have = [int(g) for g in ds["student_groups"].values]
     if groups not in have:
@@ -103,8 +104,9 @@ def exponent_difference(ds, target: str, groups: int, depths=None):
     the ratio of their final losses on the same evaluation batches (same teacher, data and batches), with
     the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one replicate, a
     bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The value is the
-    exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α."""
-    ds = upgrade_run(ds)
+    exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α.  One student
+    per cell: the best route and init of each structure."""
+    ds = best_start(ds)
     if ds.sizes["temperature"] != 1:
         raise ConfigError("exponent_difference compares one series per structure: select a temperature first, "
                           "ds.sel(temperature=[T]).")

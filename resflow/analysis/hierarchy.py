@@ -20,7 +20,7 @@ import xarray as xr
 
 from .._specs import is_class_target, parse_rhm_spec
 from ..errors import ConfigError
-from ..records import upgrade_run
+from ..records import best_start
 
 __all__ = ["DROP_FRACTION", "drop_depth", "hierarchy_table"]
 
@@ -45,7 +45,7 @@ def hierarchy_table(ds: xr.Dataset) -> xr.Dataset:
     targets = [str(t) for t in ds["target"].values]
     if not targets or not all(is_class_target(t) for t in targets):
         raise ConfigError(f"hierarchy_table reads runs on rhm:L targets; this run has targets {targets}.")
-    ds = upgrade_run(ds)
+    ds = best_start(ds)
     groups = [int(g) for g in ds["student_groups"].values]
     structure = 0 if 0 in groups else groups[0]  # plain students, or a run of structured ones only
     full = ds.sel(length=ds["length"].max(), student_groups=structure).isel(scheme=0, temperature=0)

@@ -232,10 +232,11 @@ def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tenso
 
 
 def _plain_full_length(ds):
-    """A toy run's plain students of its first scheme and temperature, trained the whole run."""
-    from ..records import upgrade_run
+    """A toy run's plain students of its first scheme and temperature, trained the whole run (the best start of
+    each cell)."""
+    from ..records import best_start
 
-    one = upgrade_run(ds)
+    one = best_start(ds)
     return one.sel(length=one["length"].max(), student_groups=0).isel(scheme=0, temperature=0)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._atomic import atomic_write
 from ..loglog import power_law, power_law_fit
-from ..records import checked_run
+from ..records import best_start, checked_run, trained_cells
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -128,52 +128,75 @@ def _fit_label(fit) -> str:
     text = f"{_series_label(fit)}: α={fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
     if np.isfinite(fit.law_exponent):
         text += f", law α={fit.law_exponent:.2f} [{fit.law_ci_low:.2f}, {fit.law_ci_high:.2f}]"
-    return text + ("" if fit.converged else " — not converged: bounds")
+    return text + (" (certified)" if fit.certified else " (bound)")
+
+
+def _series_of(ds: xr.Dataset, fit) -> xr.Dataset:
+    """The students of one fitted series (its target, scheme, structure and temperature)."""
+    one = ds.sel(temperature=fit.temperature) if fit.temperature is not None else ds.isel(temperature=0)
+    return one.sel(target=fit.target, scheme=fit.scheme, student_groups=fit.student_groups)
+
+
+ROUTE_MARKERS = {"scratch": "o", "continuation": "s", "smooth": "^"}  # each route's own best loss, small and light
 
 
 def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
-    """Final test loss vs depth (log-log): replicate means with min-max bars (hollow: the students of the
-    previous training length), the least-squares lines, the extrapolated limits (stars: the
-    asymptotic estimate), and the theory's slopes."""
+    """Final test loss vs depth (log-log): every depth's best loss over routes (replicate mean, min-max bars over
+    replicates; a filled circle where verdict v3 certified the depth, a downward triangle where it did not: a
+    bound), each route's own best loss as small light markers, the least-squares lines (dashed: the exponent
+    is a bound), the extrapolated limits of the best students (stars: the asymptotic estimate), and the
+    theory's slopes (grey)."""
     from .regimes import regime_predictions
 
     if ax is None:
         _, (ax,) = new_figure()
+    run = checked_run(ds)
+    best = best_start(run)
+    several = run.sizes["route"] * run.sizes["init"] > 1
     palette = colors("tab10", len(fits))
     for k, fit in enumerate(fits):
         color = palette[k]
-        sel = {"target": fit.target, "scheme": fit.scheme, "student_groups": fit.student_groups}
-        one = ds.sel(temperature=fit.temperature) if fit.temperature is not None else ds.isel(temperature=0)
-        final = full_length(one)["final_loss"].sel(sel)
+        final = full_length(_series_of(best, fit))["final_loss"]
         depth = final["depth"].values
         mean = final.mean("replicate").values
         ax.errorbar(depth, mean, yerr=[mean - final.min("replicate").values, final.max("replicate").values - mean],
-                    fmt="o", color=color, ms=4, capsize=2)
-        if ds.sizes["length"] > 1:  # the previous training length, hollow
-            previous = one["final_loss"].sel(sel).sel(length=sorted(ds["length"].values)[-2]).mean("replicate").values
-            ax.loglog(depth, previous, "o", mfc="none", color=color, ms=5, lw=0)
+                    fmt="none", color=color, capsize=2, lw=0.8)
+        certified = np.isin(depth, fit.certified_depths)
+        ax.loglog(depth[certified], mean[certified], "o", color=color, ms=5, lw=0)
+        ax.loglog(depth[~certified], mean[~certified], "v", color=color, ms=6, lw=0)
+        if several:
+            full = full_length(_series_of(run, fit))
+            routes = full["final_loss"].where(trained_cells(full)).min("init").mean("replicate", skipna=False)
+            for route in routes["route"].values:
+                ax.loglog(depth, routes.sel(route=route).values, ROUTE_MARKERS.get(str(route), "x"), mfc="none",
+                          color=color, ms=4, alpha=0.45, lw=0)
         if np.isfinite(fit.exponent):
-            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.converged else "--",
+            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.certified else "--",
                       color=color, lw=1.2, label=_fit_label(fit))
         limits = np.asarray(fit.limits, float)
         if limits.size == depth.size and np.all(np.isfinite(limits) & (limits > 0)):  # the asymptotic estimate
-            ax.loglog(depth, limits, "*", color=color, ms=7, lw=0,
-                      label=f"{_series_label(fit)}: extrapolated limits, asymptotic α="
-                            f"{fit.asymptotic_exponent:.2f} [{fit.asymptotic_ci_low:.2f}, {fit.asymptotic_ci_high:.2f}]"
-                            " (estimate)")
-            ax.loglog(depth, power_law(power_law_fit(depth, limits), depth), ":", color=color, lw=1.0)
+            ax.loglog(depth, limits, "*", color=color, ms=6, lw=0, alpha=0.6)
         pred = regime_predictions(fit.scheme)
         if k == 0 or fit.scheme != fits[k - 1].scheme:
             anchor = mean[0]
             for alpha, style in ((pred["ensemble"][0], ":"), (pred["procedural"][0], "--"),
                                  (pred["procedural"][1], "-.")):
                 ax.loglog(depth, anchor * (depth / depth[0]) ** (-alpha), style, color="0.55", lw=0.8)
+    from matplotlib.lines import Line2D
+
+    key = [Line2D([], [], marker="o", color="0.3", lw=0, label="certified depth (routes agree)"),
+           Line2D([], [], marker="v", color="0.3", lw=0, label="not certified: a bound"),
+           Line2D([], [], marker="*", color="0.3", lw=0, alpha=0.6, label="extrapolated limit (estimate)"),
+           Line2D([], [], color="0.55", ls=":", lw=0.8, label="laws: ensemble α = 1 (··), procedural 2p (−−), "
+                                                              "2p+1 (−·)")]
+    if several:
+        key += [Line2D([], [], marker=m, mfc="none", color="0.3", lw=0, alpha=0.6, label=f"route {r}")
+                for r, m in ROUTE_MARKERS.items() if r in run["route"].values]
     ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
-           title="loss vs depth\n(hollow: the previous training length; stars: extrapolated limits;\n"
-                 "grey: slopes 1 · ·, 2p − −, 2p+1 −·)")
-    ax.title.set_fontsize(9)
+           title="loss vs depth: the best loss over routes")
     depth_ticks(ax, ds["depth"].values)
-    ax.legend(fontsize=6.5)
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + key, fontsize=6.5)
     return ax
 
 
@@ -190,7 +213,8 @@ def plot_training_curves(ds: xr.Dataset, ax=None):
     if ax is None:
         _, (ax,) = new_figure()
     styles = ["-", "--", ":", "-."]
-    curves = full_length(ds)["test_loss"].mean("replicate").isel(scheme=0, student_groups=0, temperature=0)
+    curves = full_length(best_start(ds))["test_loss"].mean("replicate").isel(scheme=0, student_groups=0,
+                                                                             temperature=0)
     depths = curves["depth"].values
     palette = colors("viridis", len(depths))
     for t, target in enumerate(curves["target"].values):
@@ -207,7 +231,7 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     """Mean successive-update angle over the middle layers of trained students, against depth."""
     if ax is None:
         _, (ax,) = new_figure()
-    angles = full_length(ds)["update_angle"].isel(scheme=0, student_groups=0, temperature=0)
+    angles = full_length(best_start(ds))["update_angle"].isel(scheme=0, student_groups=0, temperature=0)
     for target in angles["target"].values:
         values = []
         for depth in angles["depth"].values:
@@ -229,7 +253,7 @@ def plot_lesion_profiles(ds: xr.Dataset, ax=None):
     autonomous flow), one colour per teacher, lighter for shallower students; replicate means, full length."""
     if ax is None:
         _, (ax,) = new_figure()
-    damage = full_length(ds)["lesion"].isel(scheme=0, student_groups=0, temperature=0).mean("replicate")
+    damage = full_length(best_start(ds))["lesion"].isel(scheme=0, student_groups=0, temperature=0).mean("replicate")
     depths = [int(d) for d in damage["depth"].values if d >= 2]
     palette = colors("tab10", damage.sizes["target"])
     for color, target in zip(palette, damage["target"].values, strict=True):

@@ -1,5 +1,7 @@
-"""The Markdown tables of one toy run: final losses by training length, the fits with verdict v2, the
-asymptotic estimates, and how the students' errors add along depth (:mod:`resflow.analysis.tracking`).
+"""The Markdown tables of one toy run: first the separation of the smooth and rough readings, then the
+exponents with verdict v3 (certified or bound), the best loss of every depth over routes with its route
+spread, the losses by route and by training length, verdict v2 and the asymptotic estimates, and how the
+students' errors add along depth (:mod:`resflow.analysis.tracking`).
 
 What ``resflow report`` prints for an experiment without a report of its own (``docs/results.md``
 quotes these tables beside the commands that print them).
@@ -11,23 +13,83 @@ import numpy as np
 import xarray as xr
 
 from .. import laws
-from ..records import SERIES_DIMS, checked_run, is_kl
-from .fits import fit_dataset
+from ..records import SERIES_DIMS, best_start, checked_run, is_kl, trained_cells
+from .fits import SeriesFit, fit_dataset
 from .interventions import intervention_exponents
+from .separation import separations
 from .tracking import accumulation_exponents
 
-__all__ = ["run_tables"]
+__all__ = ["run_tables", "certification_tables"]
+
+
+def _interval(value, low, high):
+    return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _percent(value) -> str:
+    return "–" if not np.isfinite(value) else f"{value:.1%}"
+
+
+def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[str]:
+    """The answer first: the separation of the readings, then the exponents certified or bound, every depth's best
+    loss over routes (``≤``: a bound, the depth not certified), the routes' own losses, and why each depth is or is
+    not certified (``name(fit)`` labels a series)."""
+    lines = []
+    for sep in separations(fits):
+        where = "" if len({f.scheme for f in fits}) == 1 else f" ({sep.scheme})"
+        lines += [f"**Separation{where}**: {sep.text}.", ""]
+    lines += ["| teacher | α [95%] | law α [95%] | standing | certified depths | route error |",
+              "|---|---|---|---|---|---|"]
+    for f in fits:
+        lines.append(f"| {name(f)} | {_interval(f.exponent, f.ci_low, f.ci_high)} | "
+                     f"{_interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | {f.standing} | "
+                     f"{', '.join(map(str, f.certified_depths)) or 'none'} | ±{f.route_error:.3f} |")
+    depths = list(fits[0].depths) if fits else []
+    lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: not certified, a bound on the loss "
+              "the architecture can reach):", "", "| teacher | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
+              "|---|" + "---|" * len(depths)]
+    for f in fits:
+        cells = [("" if d in f.certified_depths else "≤ ") + f"{v:.3e}" for d, v in zip(f.depths, f.losses,
+                                                                                       strict=False)]
+        lines.append(f"| {name(f)} | " + " | ".join(cells) + " |")
+    full = ds.sel(length=ds["length"].max())
+    present = trained_cells(full)
+    if ds.sizes["route"] * ds.sizes["init"] > 1:
+        lines += ["", "Each route's best loss per depth (its best init; replicate mean; –: the route does not train "
+                  "the depth):", "", "| teacher | route | " + " | ".join(f"ℓ = {d}" for d in ds["depth"].values)
+                  + " |", "|---|---|" + "---|" * ds.sizes["depth"]]
+        routes = full["final_loss"].where(present).min("init").mean("replicate", skipna=False)
+        for f in fits:
+            one = routes.sel(target=f.target, scheme=f.scheme, student_groups=f.student_groups)
+            one = one.sel(temperature=f.temperature) if f.temperature is not None else one.isel(temperature=0)
+            for route in ds["route"].values:
+                values = one.sel(route=route).values
+                lines.append(f"| {name(f)} | {route} | " + " | ".join("–" if not np.isfinite(v) else f"{v:.3e}"
+                                                                      for v in values) + " |")
+    lines += ["", "Verdict v3 per depth: route spread (worst route's best / best − 1, largest over replicates, and "
+              "its upper 95% end), spread over inits and over teachers (sd of log loss), and why the depth is or "
+              "is not certified (routes agree within 5%, every student's tail test passes):", "",
+              "| teacher | ℓ | route spread [upper] | init spread | teacher spread | init / teacher | verdict |",
+              "|---|---|---|---|---|---|---|"]
+    for f in fits:
+        for d, spread, high, init, teacher, verdict in zip(f.depths, f.route_spread, f.route_spread_high,
+                                                           f.init_spread, f.teacher_spread, f.depth_verdicts,
+                                                           strict=False):
+            ratio = init / teacher if np.isfinite(init) and np.isfinite(teacher) and teacher > 0 else np.nan
+            lines.append(f"| {name(f)} | {d} | {_percent(spread)} [{_percent(high)}] | "
+                         f"{'–' if not np.isfinite(init) else f'{init:.3f}'} | "
+                         f"{'–' if not np.isfinite(teacher) else f'{teacher:.3f}'} | "
+                         f"{'–' if not np.isfinite(ratio) else f'{ratio:.2f}'} | {verdict} |")
+    return lines
 
 
 def run_tables(ds: xr.Dataset, record: str) -> str:
     """Markdown tables of the toy-run Dataset ``ds`` (the record ``record``; all its replicates)."""
     ds = checked_run(ds)
     fits = fit_dataset(ds)
-    steps = ds["train_steps"].isel(replicate=0)
-    steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})  # steps depend on depth, length
-    lines = [f"run {record}: {ds.sizes['replicate']} replicates, steps per depth and length in the table", "",
-             "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
-             "|---|---|" + "---|" * ds.sizes["depth"]]
+    routes = [str(r) for r in ds["route"].values]
+    starts = f", routes {' + '.join(routes)}, {ds.sizes['init']} init{'s' if ds.sizes['init'] > 1 else ''} each"
+    lines = [f"run {record}: {ds.sizes['replicate']} replicates{starts}", ""]
     dims = list(SERIES_DIMS)
     varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
 
@@ -37,6 +99,16 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
         extra += [f"K = {int(groups)}"] if "student_groups" in varying else []
         return f"{target} ({', '.join(extra)})" if extra else str(target)
 
+    def series(f) -> str:
+        return name(f.target, f.scheme, f.temperature, f.student_groups)
+
+    lines += certification_tables(ds, fits, series)
+    ds = best_start(ds)  # from here on, the student of each cell that reached the best loss
+    steps = ds["train_steps"].max("replicate")
+    steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})  # steps depend on depth, length
+    lines += ["", "Final test loss of the best student of each depth by training length (replicate mean; steps in "
+              "brackets):", "", "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values)
+              + " |", "|---|---|" + "---|" * ds.sizes["depth"]]
     mean = ds["final_loss"].mean("replicate").stack(series=dims)
     for i in range(mean.sizes["series"]):
         one = mean.isel(series=i)
@@ -47,20 +119,14 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                      f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
             lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
 
-    def interval(value, low, high):
-        return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
-
-    def series(f) -> str:
-        return name(f.target, f.scheme, f.temperature, f.student_groups)
-
-    lines += ["", "| teacher | α [95%] | law α [95%] | drift [90%] | remaining gain by depth (upper 90%) | verdict |",
-              "|---|---|---|---|---|---|"]
+    interval = _interval
+    lines += ["", "Verdict v2 of the best students (has this route stopped improving?): drift of α between the two "
+              "longest lengths and the remaining gain by depth:", "",
+              "| teacher | drift [90%] | remaining gain by depth (upper 90%) | verdict v2 |", "|---|---|---|---|"]
     for f in fits:
         gains = ", ".join("∞" if not np.isfinite(g) else f"{g:.0%} ({h:.0%})"
                           for g, h in zip(f.gains, f.gain_highs, strict=True))
-        lines.append(f"| {series(f)} | {interval(f.exponent, f.ci_low, f.ci_high)} | "
-                     f"{interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | "
-                     f"{interval(f.drift, f.drift_low, f.drift_high)} | {gains} | {f.verdict} |")
+        lines.append(f"| {series(f)} | {interval(f.drift, f.drift_low, f.drift_high)} | {gains} | {f.verdict} |")
     lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) | points to |",
               "|---|---|---|---|"]
     for f in fits:

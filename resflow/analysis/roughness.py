@@ -27,6 +27,7 @@ import xarray as xr
 from .. import laws
 from ..loglog import power_law_fit
 from ..noise import Equicorrelated, Fractional, parse_correlation
+from ..records import best_start
 from .groups import one_structure
 from .law_fit import finite_teacher_factor
 from .plots import full_length
@@ -44,7 +45,8 @@ class RoughnessAmplitudes:
 
 
 def _mean_losses(ds: xr.Dataset) -> xr.DataArray:
-    return full_length(one_structure(ds))["final_loss"].isel(scheme=0).mean("replicate")  # plain students
+    one = one_structure(best_start(ds))  # plain students, the best route and init of each cell
+    return full_length(one)["final_loss"].isel(scheme=0).mean("replicate")
 
 
 def roughness_amplitudes(ds: xr.Dataset) -> RoughnessAmplitudes | None:

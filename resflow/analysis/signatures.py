@@ -28,7 +28,7 @@ import xarray as xr
 
 from .._specs import is_class_target
 from ..noise import parse_correlation
-from ..records import upgrade_run
+from ..records import best_start
 from .groups import split_update_angles
 from .probes import middle_layers
 
@@ -91,7 +91,7 @@ def toy_signature_rows(ds: xr.Dataset, record: str, experiment: str) -> list[Sig
     those) at the deepest depth and full length."""
     from .hierarchy import hierarchy_table
 
-    ds = upgrade_run(ds)
+    ds = best_start(ds)  # one student per cell: the best route and init
     depth = int(ds["depth"].max())
     groups = [int(g) for g in ds["student_groups"].values]
     structure = 0 if 0 in groups else groups[0]  # plain students, or a run of structured ones only

@@ -131,8 +131,10 @@ def accumulation_exponents(ds, target: str, *, confidence: float = 0.95) -> dict
     import numpy as np
 
     from ..loglog import slopes
+    from ..records import best_start
     from .intervals import over_replicates
 
+    ds = best_start(ds)  # one student per cell: the best route and init
     one = ds.sel(target=target, length=ds["length"].max()).isel(scheme=0, student_groups=0, temperature=0)
     depths = np.asarray(one["depth"].values, float)
     layers = one["layer"].values

@@ -58,29 +58,39 @@ def _series(f) -> str:
     return " ".join(parts)
 
 
+def separation_lines(separations) -> str:
+    """The first answer of a run with both teachers: are the smooth and rough readings separated?"""
+    return "\n".join(f"[bold]Separation[/]{'' if sep.scheme == 'euler' else f' ({sep.scheme})'}: {sep.text}"
+                     for sep in separations)
+
+
 def fits_table(fits, title: str) -> Table:
-    """The exponents: plain and law-aware with their intervals, the verdict, the regime."""
+    """The exponents: plain and law-aware with their intervals (route error included), certified or a bound,
+    the certified depths, the regime."""
     table = Table(title=title)
-    for column in ("series", "α [95%]", "law α [95%]", "converged", "regime"):
+    for column in ("series", "α [95%]", "law α [95%]", "standing", "certified depths", "regime"):
         table.add_column(column)
     for f in fits:
         table.add_row(_series(f), _interval(f.exponent, f.ci_low, f.ci_high),
                       _interval(f.law_exponent, f.law_ci_low, f.law_ci_high),
-                      "yes" if f.converged else "[red]no[/]", f.regime)
+                      "certified" if f.certified else "[yellow]bound[/]",
+                      ", ".join(map(str, f.certified_depths)) or "none", f.regime)
     return table
 
 
-def convergence_table(fits, title: str = "Convergence (verdict v2) and asymptotic estimates") -> Table:
-    """What the verdict was judged on, and the exponents of the extrapolated limits (labelled estimates)."""
+def convergence_table(fits, title: str = "Verdict v2 (has each route stopped improving?) and asymptotic estimates"
+                      ) -> Table:
+    """What verdict v2 was judged on, and the exponents of the extrapolated limits (labelled estimates)."""
     table = Table(title=title)
-    for column in ("series", "drift [90%]", "max gain", "asymptotic α [95%]", "asymptotic law α [95%]",
-                   "points to"):
+    for column in ("series", "drift [90%]", "max gain", "converged (v2)", "asymptotic α [95%]",
+                   "asymptotic law α [95%]", "points to"):
         table.add_column(column)
     for f in fits:
         gain = f.remaining_gain
         where = f.depths[max(range(len(f.gains)), key=lambda i: f.gains[i])] if f.gains else None
         table.add_row(_series(f), _interval(f.drift, f.drift_low, f.drift_high),
                       "–" if gain != gain else ("no limit" if gain == float("inf") else f"{gain:.0%} (ℓ={where})"),
+                      "yes" if f.converged else "no",
                       _interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high),
                       _interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high),
                       f.asymptotic_regime)
@@ -88,11 +98,21 @@ def convergence_table(fits, title: str = "Convergence (verdict v2) and asymptoti
 
 
 def verdicts(fits) -> str:
-    """The unconverged series' verdicts, one line each."""
+    """Why each uncertified series' exponents are bounds (verdict v3), one line each."""
     return "\n".join(f"[yellow]{f.target} {f.scheme}"
                      f"{f' ({f.student_groups} weight groups)' if f.student_groups else ''}"
                      f"{'' if f.temperature is None else f' T={f.temperature:g}'}[/]: "
-                     f"{f.verdict}" for f in fits if not f.converged)
+                     f"{f.certificate}" for f in fits if not f.certified)
+
+
+def print_fits(fits, separations, title: str) -> None:
+    """What a run or a fit prints: the separation first, then the exponents, verdict v2 and the reasons."""
+    if separations:
+        console.print(separation_lines(separations), highlight=False)
+    console.print(fits_table(fits, title))
+    console.print(convergence_table(fits))
+    if any(not f.certified for f in fits):
+        console.print(verdicts(fits), highlight=False)
 
 
 @app.command()
@@ -143,7 +163,7 @@ def run(
             console.print(f"wrote record {ladder.record} to store {out}; models in {ladder.work_dir / 'models'}; "
                           f"figure {ladder.figure}", highlight=False)
             return
-        with interruptible(resume_hint), progress_bar("training", config.train.steps) as update:
+        with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
             result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
                 step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))
         if config.classifies:  # students of RHM data: read by the drop depth, not by a power law (its report)
@@ -151,10 +171,7 @@ def run(
 
             typer.echo(report_run(out, result.record))
         else:
-            console.print(fits_table(result.fits, f"Depth exponents: loss ∝ depth^-α ({result.record})"))
-            console.print(convergence_table(result.fits))
-            if any(not f.converged for f in result.fits):
-                console.print(verdicts(result.fits), highlight=False)
+            print_fits(result.fits, result.separations, f"Depth exponents: loss ∝ depth^-α ({result.record})")
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
                       f"figure {result.figure}", highlight=False)
 
@@ -174,14 +191,11 @@ def fit(
                 err_console.print(f"[yellow]skipped[/] {r.run}: {r.skipped}", highlight=False)
         runs = [r for r in runs if not r.skipped]
         if as_json:
-            typer.echo(json.dumps([{"run": r.run, "fit_record": r.fit_record, **f.to_json()}
-                                   for r in runs for f in r.fits], indent=2))
+            typer.echo(json.dumps([{"run": r.run, "fit_record": r.fit_record, **row.to_json()}
+                                   for r in runs for row in (*r.fits, *r.separations)], indent=2))
             return
         for r in runs:
-            console.print(fits_table(r.fits, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})"))
-            console.print(convergence_table(r.fits))
-            if any(not f.converged for f in r.fits):
-                console.print(verdicts(r.fits), highlight=False)
+            print_fits(r.fits, r.separations, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})")
 
 
 @app.command()
@@ -192,7 +206,8 @@ def report(
                                                         f"{' | '.join(registered())}.")] = None,
     replicate: Annotated[int | None, typer.Option(help="Keep only this replicate (its teacher seed).", min=0)] = None,
 ) -> None:
-    """Markdown tables of a run: losses by training length, fits and verdict, estimates, accumulation."""
+    """Markdown tables of a run: the separation, exponents certified or bound, best losses and route spreads, losses
+    by training length, verdict v2, estimates, accumulation."""
     from resflow.workflows import report_run
 
     with user_errors():

@@ -21,7 +21,7 @@ from .._specs import is_class_target
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError
-from ..training.block import StudentSpec
+from ..training.block import ROUTES, StudentSpec
 from ..training.classes import HierarchyTarget, HierarchyTargetConfig, one_shape
 from ..training.config import TrainConfig
 from ..training.teacher import Teacher, TeacherConfig
@@ -51,6 +51,11 @@ class ExperimentConfig:
     ``init`` is ``"scratch"`` (every student from :func:`resflow.training.init_student`) or ``"doubling"``
     (depth-doubling continuation, :mod:`resflow.training.continuation`: each depth from the trained
     students of half its depth; a measurement of convergence, not the recipe).
+    ``routes`` are the ways every student is trained (:data:`resflow.training.ROUTES`): ``("scratch",)`` (every
+    student from a draw), ``("scratch", "continuation")`` (and every depth whose half is in ``depths`` again,
+    continued from the trained scratch student of half its depth), ``"smooth"`` (layers that start equal);
+    ``inits`` independent initialisations of every route; verdict v3 certifies a depth when its routes agree
+    (``docs/design/certification.md``).
     ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,
     :attr:`resflow.training.StudentSpec.weight_groups`); ``(0, 4)`` trains both, side by side.
@@ -74,11 +79,13 @@ class ExperimentConfig:
     student_groups: tuple[int, ...] = (0,)
     budgets: tuple[float, ...] = ()
     init: str = "scratch"
+    routes: tuple[str, ...] = ("scratch",)
+    inits: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.experiment, str) or not self.experiment:
             raise ConfigError(f"experiment must be a registered experiment name; got {self.experiment!r}.")
-        for name in ("width", "teacher_depth", "vocab", "replicates"):
+        for name in ("width", "teacher_depth", "vocab", "replicates", "inits"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         for name in ("teacher_seed", "seed", "first_replicate"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
@@ -114,6 +121,7 @@ class ExperimentConfig:
                               f"{self.student_groups}. E.g. (0,) or (0, 4).")
         object.__setattr__(self, "student_groups", groups)
         check_choice("init", self.init, ("scratch", "doubling"))
+        self._check_routes()
         if self.init == "doubling" and any(b != 2 * a for a, b in zip(self.depths, self.depths[1:], strict=False)):
             raise ConfigError(f"init='doubling' needs depths that double (like 2, 4, 8, 16); got {self.depths}.")
         if not isinstance(self.train, TrainConfig):
@@ -140,6 +148,34 @@ class ExperimentConfig:
         if self.classifies and self.init != "scratch":
             raise ConfigError("init='doubling' continues regression students; classification students (rhm:L) "
                               "train from scratch. Use init='scratch'.")
+        if self.classifies and "continuation" in self.routes:
+            raise ConfigError("routes: 'continuation' continues regression students; classification students "
+                              "(rhm:L) train from a draw. Use routes=('scratch',) or ('scratch', 'smooth').")
+
+    def _check_routes(self) -> None:
+        routes = check_sequence("routes", self.routes, example="('scratch', 'continuation')")
+        for r in routes:
+            check_choice("routes", r, tuple(ROUTES))
+        if not routes or len(set(routes)) != len(routes):
+            raise ConfigError(f"routes must be distinct names of {tuple(ROUTES)}; got {self.routes}. E.g. "
+                              "('scratch',) or ('scratch', 'continuation').")
+        object.__setattr__(self, "routes", tuple(r for r in ROUTES if r in routes))  # one order everywhere
+        if "continuation" in routes:
+            if "scratch" not in routes:
+                raise ConfigError("routes: a continuation student starts from the trained scratch student of half "
+                                  "its depth; add 'scratch' to the routes.")
+            if not self.route_depths("continuation"):
+                raise ConfigError(f"routes: 'continuation' needs a depth whose half is also a depth (like 2 and 4); "
+                                  f"got depths {self.depths}.")
+        if self.init == "doubling" and self.routes != ("scratch",):
+            raise ConfigError("init='doubling' chains every depth from the one before; routes train several routes "
+                              "side by side. Use one of them: init='doubling' with routes=('scratch',), or routes.")
+
+    def route_depths(self, route: str) -> tuple[int, ...]:
+        """The depths ``route`` trains: every depth, but for ``continuation`` only those whose half is a depth."""
+        if route == "continuation":
+            return tuple(d for d in self.depths if d % 2 == 0 and d // 2 in self.depths)
+        return self.depths
 
     @property
     def classifies(self) -> bool:
@@ -172,18 +208,22 @@ class ExperimentConfig:
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
-        return [StudentSpec(t, s, d, r, temp, length, k, self.budget(d)) for t in self.targets for s in self.schemes
-                for d in self.depths for r in self.replicate_ids for temp in temps for length in self.lengths
-                for k in self.student_groups]
+        return [StudentSpec(t, s, d, r, temp, length, k, self.budget(d), route, i) for route in self.routes
+                for t in self.targets for s in self.schemes for d in self.route_depths(route)
+                for r in self.replicate_ids for temp in temps for length in self.lengths for k in self.student_groups
+                for i in range(self.inits)]
 
     def describe(self) -> str:
-        """One line for listings: how many students, how many steps."""
-        return f"{len(self.student_specs())} students, {self.train.steps} steps"
+        """One line for listings: how many students, how many steps (and the routes, when more than one start)."""
+        starts = ("" if (self.routes, self.inits) == (("scratch",), 1)
+                  else f" ({' + '.join(self.routes)}, {self.inits} init{'s' if self.inits > 1 else ''} each)")
+        return f"{len(self.student_specs())} students{starts}, {self.train.steps} steps"
 
     @property
     def progress_total(self) -> int:
-        """The steps a progress bar of the run counts (the engine trains every student in one batch)."""
-        return self.train.steps
+        """The steps a progress bar of the run counts: the engine trains every student of a route in one batch,
+        and continuation students in a second run after their parents."""
+        return self.train.steps * (2 if "continuation" in self.routes else 1)
 
     @staticmethod
     def keys() -> dict[str, Any]:
@@ -198,6 +238,10 @@ class ExperimentConfig:
             del out["budgets"]
         if self.init == "scratch":
             del out["init"]
+        if self.routes == ("scratch",):  # one route: as before the field
+            del out["routes"]
+        if self.inits == 1:
+            del out["inits"]
         return out
 
     def to_json(self) -> str:

@@ -107,7 +107,8 @@ def ladder_rows(ds: xr.Dataset, record: str) -> list[ComparisonRow]:
     rows = []
     for fit in ladder_fits(ds):
         ok = fit.failure is None
-        regime = classify(fit.alpha_low, fit.alpha_high, "euler", fit.converged) if ok else f"no result: {fit.failure}"
+        regime = (classify(fit.alpha_low, fit.alpha_high, "euler", fit.converged, "unconverged") if ok
+                  else f"no result: {fit.failure}")
         rows.append(ComparisonRow(source="llm", name=f"lm-ladder d={fit.width} ({fit.seeds} seeds, c ℓ^-α + L∞)",
                                   loss="cross-entropy", scheme="transformer", exponent=fit.alpha,
                                   ci_low=fit.alpha_low if ok else math.nan, ci_high=fit.alpha_high if ok else math.nan,

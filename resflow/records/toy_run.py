@@ -9,12 +9,18 @@ layer its own weights; K: weights shared within K contiguous groups of layers), 
 fraction of the student's budget: 1, and 0.25, 0.5 for the shorter copies of the convergence
 verdict; ``train_steps`` says how many steps each student trained), then the inner ones ``step``
 (evaluation steps), ``eval_batch`` (final test batches) and ``layer`` (hidden-state metrics).
+Between ``replicate`` and ``length``: ``route`` (how the student started: ``scratch``, ``continuation``,
+``smooth``; ``docs/design/certification.md``) and ``init`` (which draw of its route's start).  A route that
+does not train some depth (continuation has no depth-1/2 parent) leaves those cells empty: NaN losses and
+``train_steps`` 0 (:func:`trained_cells`).  :func:`best_start` gives the view readers of the trained
+students use: per cell, the route and init whose full-length student reached the lowest loss.
 Every variable has ``long_name`` and ``units``; the dataset attrs carry the provenance (config JSON,
 seed, versions, commit, device).
 
 Records of resflow 0.3 and earlier leave out ``student_groups`` (plain students only) and
-``temperature`` (MSE runs); :func:`upgrade_run` adds them as size-1 dimensions, and every reader goes
-through it (:func:`load_run`, :func:`checked_run`), so no reader patches a missing dimension.
+``temperature`` (MSE runs), records before 0.5 ``route`` and ``init`` (one start: scratch, init 0);
+:func:`upgrade_run` adds them as size-1 dimensions, and every reader goes through it (:func:`load_run`,
+:func:`checked_run`), so no reader patches a missing dimension.
 """
 
 from __future__ import annotations
@@ -32,16 +38,18 @@ from ..errors import ConfigError, IncompatibleOptionsError
 if TYPE_CHECKING:
     from ..store import RecordInfo, Store
 
-__all__ = ["DIMS", "SERIES_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run", "upgrade_run",
-           "load_run", "merge_runs", "is_kl"]
+__all__ = ["DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
+           "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells"]
 
 KIND = "toy-run"
-DIMS = ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "length")
+DIMS = ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "route", "init", "length")
 SERIES_DIMS = DIMS[:4]  # the dims that label one loss-vs-depth series
+START_DIMS = ("route", "init")  # how a student started: several per (series, depth, replicate) cell
 # What a record must hold to be read (older records lack student_groups and temperature: upgrade adds them).
 SCHEMA = {"variables": ("final_loss_batch", "failed", "test_loss"),
           "dims": ("target", "scheme", "depth", "replicate", "length", "eval_batch")}
-UNUSED = {"student_groups": 0, "temperature": math.nan}  # the size-1 coordinate of a dim a run does not vary
+UNUSED = {"student_groups": 0, "temperature": math.nan, "route": "scratch", "init": 0}  # the size-1 coordinate of
+# a dim a run does not vary (and of a dim a record of an earlier version lacks)
 NO_TEMPERATURE = "NaN: an MSE run (no softmax, no temperature)"
 COORD_ATTRS = {
     "target": {"long_name": "teacher (target function) family"},
@@ -51,6 +59,8 @@ COORD_ATTRS = {
     "temperature": {"long_name": "teacher softmax temperature T", "units": "1"},
     "depth": {"long_name": "student depth", "units": "layers"},
     "replicate": {"long_name": "replicate (own teacher, data stream and init)"},
+    "route": {"long_name": "route of training: how the student started (scratch, continuation, smooth)"},
+    "init": {"long_name": "initialisation: which independent draw of the route's start", "units": "1"},
     "length": {"long_name": "training length, fraction of the student's budget of steps", "units": "1"},
 }
 
@@ -64,6 +74,8 @@ class StudentLabels(Protocol):
     temperature: float
     depth: int
     replicate: int
+    route: str
+    init: int
     length: float
 
     def steps(self, steps_done: int) -> int: ...
@@ -90,11 +102,13 @@ def is_kl(ds: xr.Dataset) -> bool:
 
 
 def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: dict[str, str],
-                  metric_labels: dict[str, tuple[str, str]] | None = None) -> xr.Dataset:
+                  metric_labels: dict[str, tuple[str, str]] | None = None,
+                  routes: Sequence[str] | None = None) -> xr.Dataset:
     """Arrange a finished run (e.g. a :class:`resflow.training.TrainingResult`) on named dimensions.
 
     ``metric_labels`` maps each hidden-state metric in ``result.hidden`` to its ``(long_name, units)``
-    (e.g. :data:`resflow.analysis.METRIC_LABELS`); metrics without a label are not stored.
+    (e.g. :data:`resflow.analysis.METRIC_LABELS`); metrics without a label are not stored.  ``routes`` is the
+    order of the ``route`` coordinate (default: the order the students give).
     """
     metric_labels = metric_labels or {}
     specs = result.specs
@@ -106,6 +120,8 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
         "temperature": sorted({s.temperature for s in specs}) if kl else [UNUSED["temperature"]],
         "depth": sorted({s.depth for s in specs}),
         "replicate": sorted({s.replicate for s in specs}),
+        "route": list(routes) if routes is not None else list(dict.fromkeys(s.route for s in specs)),
+        "init": sorted({s.init for s in specs}),
         "length": sorted({s.length for s in specs}),
     }
     dims = list(DIMS)
@@ -113,7 +129,7 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
 
     def index(spec):
         labels = (spec.target, spec.scheme, spec.weight_groups, spec.temperature if kl else UNUSED["temperature"],
-                  spec.depth, spec.replicate, spec.length)
+                  spec.depth, spec.replicate, spec.route, spec.init, spec.length)
         return tuple(0 if d == "temperature" and not kl else values[d].index(v)
                      for d, v in zip(dims, labels, strict=True))
 
@@ -149,13 +165,13 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
             "test_loss": (dims + ["step"], curves, {"long_name": f"test {loss_name}", "units": loss_units}),
             "final_loss_batch": (dims + ["eval_batch"], batches, {
                 "long_name": f"final test loss per fresh batch ({loss_name})", "units": loss_units}),
-            "final_loss": (dims, np.nanmean(batches, axis=-1) if n_batches else np.full(shape, np.nan), {
+            "final_loss": (dims, batches.mean(axis=-1) if n_batches else np.full(shape, np.nan), {
                 "long_name": f"final test loss ({loss_name})", "units": loss_units}),
             "failed": (dims, failed, {"long_name": "1 if the student's loss or gradient became NaN/inf",
                                       "units": "1"}),
             "fail_reason": (dims, reasons.astype(str), {"long_name": "why the student failed", "units": "1"}),
             "train_steps": (dims, trained, {"long_name": "optimiser steps the student trained (its length x budget x "
-                                                         "the run's steps)", "units": "steps"}),
+                                                         "the run's steps; 0: no such student)", "units": "steps"}),
         },
         coords=coords,
         attrs={**attrs, "loss": loss, "wall_time_s": f"{result.wall_time:.1f}", "device": result.device,
@@ -180,16 +196,23 @@ def run_problems(ds: xr.Dataset) -> list[str]:
             + [f"dim {d}" for d in SCHEMA["dims"] if d not in ds.dims])
 
 
-def upgrade_run(ds: xr.Dataset) -> xr.Dataset:
+def upgrade_run(ds: xr.Dataset, *, promote: bool = True) -> xr.Dataset:
     """A toy run with every dimension of :data:`DIMS`, in that order: a record of an earlier version gets the
     ones it could leave out as size-1 dims (``student_groups`` 0, ``temperature`` NaN); a current one is
-    returned as it is.  (A part of a record, e.g. one variable's Dataset, is upgraded the same way.)"""
-    missing = [d for d in UNUSED if d not in ds.dims]
+    returned as it is.  (A part of a record, e.g. one variable's Dataset, is upgraded the same way, and a dim
+    reduced to a scalar coordinate by a selection becomes a dim of size 1 again -- but ``route`` and ``init``:
+    a view of one start per cell, such as :func:`best_start`'s, keeps them as coordinates; ``promote=False``
+    leaves every selected dim a coordinate and adds only the dims a record lacks altogether.)"""
+    missing = [d for d in UNUSED if d not in ds.dims
+               and not (d in ds.coords and (d in START_DIMS or ds[d].ndim > 0 or not promote))]
     if not missing:
         return ds
     out = ds
     for dim in missing:
-        out = out.expand_dims({dim: [UNUSED[dim]]})
+        if dim in out.coords:  # one value selected (a scalar coordinate): promoted back to a dim of size 1
+            out = out.expand_dims(dim)
+        else:
+            out = out.expand_dims({dim: [UNUSED[dim]]})
         out[dim].attrs = dict(COORD_ATTRS[dim])
     if "temperature" in missing:
         out["temperature"].attrs["comment"] = NO_TEMPERATURE
@@ -197,6 +220,33 @@ def upgrade_run(ds: xr.Dataset) -> xr.Dataset:
     out = out.transpose(*order)
     out.attrs = dict(ds.attrs)
     return out
+
+
+def trained_cells(ds: xr.Dataset) -> xr.DataArray:
+    """Which cells of a toy run hold a student (a route that does not train a depth leaves its cells empty)."""
+    if "train_steps" not in ds:  # a record of before the field: every cell trained
+        return xr.ones_like(ds["failed"], dtype=bool)
+    return ds["train_steps"] > 0
+
+
+def best_start(ds: xr.Dataset) -> xr.Dataset:
+    """The run with ``route`` and ``init`` reduced to one student per cell: the start whose full-length student
+    reached the lowest final loss (failed and absent students never; a cell with none keeps its first start).
+    Every length of a cell is that same student's; the coordinates ``route`` and ``init`` then say, per cell,
+    which start it was (:func:`upgrade_run` leaves the view as it is).  A run of one start keeps them as scalar
+    coordinates."""
+    if "route" in ds.coords and "route" not in ds.dims:  # already one start per cell
+        return ds
+    ds = upgrade_run(ds, promote=False)  # a record of an earlier version: the dims it lacks (selections stay)
+    if ds.sizes["route"] * ds.sizes["init"] == 1:
+        return ds.isel(route=0, init=0)
+    if "final_loss" not in ds:
+        raise ConfigError("best_start needs 'final_loss' to pick the best of several routes and inits; pass the whole "
+                          "toy-run record.")
+    full = ds["final_loss"].sel(length=ds["length"].max()).where(trained_cells(ds).sel(length=ds["length"].max()))
+    best = full.stack(start=START_DIMS).fillna(np.inf).argmin("start").reset_coords(drop=True)
+    n_init = ds.sizes["init"]
+    return ds.isel(route=best // n_init, init=best % n_init)
 
 
 def checked_run(ds: xr.Dataset) -> xr.Dataset:

@@ -20,6 +20,7 @@ module              what it holds
 ``driver``          :func:`train`: the loop around the trainer (evaluations, checkpoints, resume)
 ``hidden``          hidden-state metrics of the trained students (fixed inputs, a metric function)
 ``continuation``    depth-doubling continuation: a deep student from a trained one of half its depth
+``routes``          :func:`train_routes`: students of several routes (scratch, smooth, continuation) in two runs
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
 ``results``         :class:`TrainingResult` (a run per student; ``resflow.records`` labels it)
 ``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
@@ -30,6 +31,7 @@ Built on :mod:`resflow.dynamics` and :mod:`resflow.noise`; knows nothing of fits
 
 from .bench import BenchRow, PrecisionCheck, precision_check, run_bench
 from .block import (
+    ROUTES,
     StudentSpec,
     init_student,
     kl_loss,
@@ -47,7 +49,8 @@ from .driver import train
 from .engine import Trainer
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
 from .reference_loop import train_reference
-from .results import TrainingResult
+from .results import TrainingResult, concatenate_results
+from .routes import continuation_parent, train_routes
 from .state import TrainState
 from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 
@@ -58,5 +61,6 @@ __all__ = [
     "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "BenchRow", "run_bench",
     "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
-    "shared_schedule", "split_layers", "train_by_doubling",
+    "shared_schedule", "split_layers", "train_by_doubling", "ROUTES", "train_routes", "continuation_parent",
+    "concatenate_results",
 ]

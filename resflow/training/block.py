@@ -36,11 +36,19 @@ from ..dynamics.tableau import ButcherTableau, get_tableau
 from ..errors import ConfigError
 from ..noise import group_of
 
-__all__ = ["StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
+__all__ = ["ROUTES", "StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
            "student_forward", "student_steps", "student_layer_steps", "student_logits", "mse_loss", "kl_loss",
            "PARAMETER_NAMES", "teacher_built_student"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
+
+# The routes by which a student reaches its trained weights (docs/design/certification.md): each name once, here.
+ROUTES = {
+    "scratch": "init_student's draw: W2 and head zero (the identity), W1 and b1 drawn layer by layer",
+    "continuation": "the run's trained scratch student of half the depth (same teacher, init and data), each layer "
+                    "split into two half steps (resflow.training.continuation.split_layers)",
+    "smooth": "as scratch, but every layer starts with layer 0's W1 and b1: constant along depth",
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,13 @@ class StudentSpec:
         Its share of the run's steps, in (0, 1]: at length 1 it trains for ``budget`` times the run's
         steps (:meth:`steps`).  Students of one run may have different budgets (an experiment gives
         some depths more than others, ``budgets``); 1 is the whole run.
+    route : str
+        How it starts (a name in :data:`ROUTES`): ``"scratch"`` (:func:`init_student`), ``"smooth"``
+        (its layers start equal), ``"continuation"`` (from the trained scratch student of half its depth,
+        :func:`resflow.training.train_routes`).
+    init : int
+        Which independent draw of its route's random start (0: the draw of every earlier version), so that
+        the spread over initialisations is measured apart from the spread over teachers.
     """
 
     target: str
@@ -81,8 +96,14 @@ class StudentSpec:
     length: float = 1.0
     weight_groups: int = 0
     budget: float = 1.0
+    route: str = "scratch"
+    init: int = 0
 
     def __post_init__(self) -> None:
+        if self.route not in ROUTES:
+            raise ConfigError(f"route must be one of {', '.join(ROUTES)}; got {self.route!r}.")
+        if isinstance(self.init, bool) or not isinstance(self.init, int) or self.init < 0:
+            raise ConfigError(f"init must be the index (>= 0) of an initialisation; got {self.init!r}.")
         if isinstance(self.weight_groups, bool) or not isinstance(self.weight_groups, int) or self.weight_groups < 0:
             raise ConfigError(f"weight_groups must be 0 (every layer its own weights) or a number of weight groups "
                               f">= 1; got {self.weight_groups!r}.")
@@ -95,7 +116,7 @@ class StudentSpec:
         return dataclasses.replace(self, weight_groups=0) if 0 < self.depth <= self.weight_groups else self
 
     def __repr__(self) -> str:  # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
-        left_out = {"weight_groups": 0, "budget": 1}
+        left_out = {"weight_groups": 0, "budget": 1, "route": "scratch", "init": 0}
         fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
                   if not (f.name in left_out and getattr(self, f.name) == left_out[f.name])]
         return f"StudentSpec({', '.join(fields)})"
@@ -107,16 +128,18 @@ class StudentSpec:
 
     def sort_key(self) -> tuple:
         """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe),
-        weight groups."""
+        weight groups, route, init."""
         temp = -1.0 if math.isnan(self.temperature) else self.temperature
-        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp, self.weight_groups)
+        return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp, self.weight_groups,
+                list(ROUTES).index(self.route), self.init)
 
 
-def student_seed(seed: int, scheme: str, depth: int) -> int:
-    """Initialisation seed of a student: depends on (replicate, scheme, depth) only, so students of
-    different targets, temperatures or lengths in one replicate start from the same weights."""
-    digest = hashlib.sha256(f"resflow-student:{seed}:{scheme}:{depth}".encode()).hexdigest()
-    return int(digest[:15], 16)
+def student_seed(seed: int, scheme: str, depth: int, init: int = 0, route: str = "scratch") -> int:
+    """Initialisation seed of a student: depends on (replicate, scheme, depth, init, route) only, so students of
+    different targets, temperatures or lengths in one replicate start from the same weights.  Init 0 of the
+    scratch route has the seed of every earlier version."""
+    tag = f"resflow-student:{seed}:{scheme}:{depth}" + ("" if (init, route) == (0, "scratch") else f":{init}:{route}")
+    return int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
 
 
 def layer_groups(spec: StudentSpec) -> torch.Tensor | None:
@@ -144,9 +167,17 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     takes its group's first layer's (:func:`layer_groups`), so the copies of a shared weight start equal.
     A student of tokens (``inputs`` > 0: one-hot codes of that size, :mod:`resflow.training.classes`) also
     has an ``embed`` (width, inputs), :math:`N(0, 1)` as ``torch.nn.Embedding``, drawn after the layers.
+
+    The seed is :func:`student_seed` of the spec's replicate, scheme, depth, init and route.  Route
+    ``"smooth"`` then gives every layer layer 0's ``W1`` and ``b1`` (a start constant along depth); route
+    ``"continuation"`` has no draw of its own (its weights come from its parent,
+    :func:`resflow.training.train_routes`) and is refused.
     """
+    if spec.route == "continuation":
+        raise ConfigError("a continuation student starts from the trained student of half its depth, not from a "
+                          "draw: train it with resflow.training.train_routes (or give its initial parameters).")
     stages = get_tableau(spec.scheme).stages
-    gen = torch.Generator().manual_seed(student_seed(spec.replicate, spec.scheme, spec.depth))
+    gen = torch.Generator().manual_seed(student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, spec.route))
     std = mlp_init_std(width, hidden)
     shapes = mlp_parameter_shapes(width, hidden)
     bound = {name: s * 3**0.5 for name, s in std.items()}
@@ -160,6 +191,8 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     if groups is not None:
         first = first_layers(groups)[groups]  # each layer: its group's first layer
         W1, b1 = W1[first], b1[first]
+    if spec.route == "smooth":  # every layer starts as layer 0: constant along depth
+        W1, b1 = W1[:1].repeat(spec.depth, 1, 1, 1), b1[:1].repeat(spec.depth, 1, 1)
     out = {
         "W1": W1,
         "b1": b1,

@@ -18,14 +18,13 @@ import dataclasses
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ..errors import ConfigError
 from .block import StudentSpec
 from .config import TrainConfig
 from .driver import train
-from .results import TrainingResult
+from .results import TrainingResult, concatenate_results
 from .teacher import Teacher
 
 __all__ = ["split_layers", "train_by_doubling"]
@@ -69,25 +68,4 @@ def train_by_doubling(specs: list[StudentSpec], teachers: Mapping[Hashable, Teac
                        progress=progress, initial=initial, keep_parameters=True, state_metrics=state_metrics)
         trained = {repr(dataclasses.replace(s, budget=1.0)): p for s, p in result.extra["parameters"].items()}
         results.append(result)
-    return TrainingResult(
-        specs=[s for r in results for s in r.specs], eval_steps=results[0].eval_steps,
-        test_loss=np.concatenate([r.test_loss for r in results]),
-        final_batches=np.concatenate([r.final_batches for r in results]),
-        failed=np.concatenate([r.failed for r in results]), fail_reason=[m for r in results for m in r.fail_reason],
-        hidden=_merge_hidden([r.hidden for r in results]), wall_time=sum(r.wall_time for r in results),
-        device=results[0].device, steps_done=results[-1].steps_done,
-        extra={"parameters": {s: p for r in results for s, p in r.extra["parameters"].items()}})
-
-
-def _merge_hidden(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The stages' hidden-state metrics, students stacked, per-layer ones NaN-padded to the deepest stage."""
-    out = {}
-    for name in parts[0]:
-        arrays = [p[name] for p in parts]
-        if arrays[0].ndim == 1:
-            out[name] = np.concatenate(arrays)
-            continue
-        width = max(a.shape[1] for a in arrays)
-        out[name] = np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=np.nan)
-                                    for a in arrays])
-    return out
+    return concatenate_results(results)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from .block import StudentSpec
 
-__all__ = ["TrainingResult"]
+__all__ = ["TrainingResult", "concatenate_results"]
 
 
 @dataclass
@@ -49,3 +50,31 @@ class TrainingResult:
             final_batches=self.final_batches[rows], failed=self.failed[rows],
             fail_reason=[self.fail_reason[i] for i in rows], hidden={k: v[rows] for k, v in self.hidden.items()},
             wall_time=self.wall_time, device=self.device, steps_done=self.steps_done, extra=extra)
+
+
+def concatenate_results(parts: Sequence[TrainingResult]) -> TrainingResult:
+    """One result of several runs of one configuration trained one after the other (the stages of
+    :func:`resflow.training.train_routes` or of depth-doubling continuation): students stacked in order,
+    per-layer metrics NaN-padded to the deepest student, wall times summed, parameters merged."""
+    first = parts[0]
+    if any(p.eval_steps != first.eval_steps for p in parts):
+        raise ValueError("only runs evaluated at the same steps can be joined (one configuration)")
+    hidden = {}
+    for name in first.hidden:
+        arrays = [p.hidden[name] for p in parts]
+        if arrays[0].ndim == 1:
+            hidden[name] = np.concatenate(arrays)
+            continue
+        width = max(a.shape[1] for a in arrays)
+        hidden[name] = np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=np.nan)
+                                       for a in arrays])
+    extra = {}
+    if all("parameters" in p.extra for p in parts):
+        extra["parameters"] = {s: v for p in parts for s, v in p.extra["parameters"].items()}
+    return TrainingResult(
+        specs=[s for p in parts for s in p.specs], eval_steps=first.eval_steps,
+        test_loss=np.concatenate([p.test_loss for p in parts]),
+        final_batches=np.concatenate([p.final_batches for p in parts]),
+        failed=np.concatenate([p.failed for p in parts]), fail_reason=[m for p in parts for m in p.fail_reason],
+        hidden=hidden, wall_time=sum(p.wall_time for p in parts), device=first.device,
+        steps_done=min(p.steps_done for p in parts), extra=extra)

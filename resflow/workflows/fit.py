@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..analysis.fit_records import fits_from_dataset, fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
+from ..analysis.separation import Separation, separations
 from ..errors import ConfigError
 from ..provenance import provenance
 from ..store import Store
@@ -22,7 +23,9 @@ __all__ = ["RunFits", "fit_store", "latest_fit_records"]
 @dataclass(frozen=True, kw_only=True)
 class RunFits:
     """The fits of one ``toy-run`` record, and the ``fit`` record that holds them; for a record this resflow
-    cannot fit (foreign or damaged), ``skipped`` says why and ``fits`` is empty."""
+    cannot fit (foreign or damaged), ``skipped`` says why and ``fits`` is empty.  ``separations``: the tied minus
+    independent exponents of the fits (:mod:`resflow.analysis.separation`), the first answer of a smooth-vs-rough
+    run."""
 
     run: str
     experiment: str
@@ -30,6 +33,10 @@ class RunFits:
     fits: tuple[SeriesFit, ...]
     reused: bool
     skipped: str | None = None
+
+    @property
+    def separations(self) -> tuple[Separation, ...]:
+        return tuple(separations(list(self.fits)))
 
 
 def latest_fit_records(store: Store, *, settings_json: str | None = None) -> dict[str, str]:

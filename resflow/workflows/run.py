@@ -24,6 +24,7 @@ from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..analysis.interventions import PROFILE_LABELS
 from ..analysis.plots import save_figure
 from ..analysis.probes import SIGNATURE_LABELS, state_signature
+from ..analysis.separation import Separation, separations
 from ..analysis.signatures import GROUP_LABELS, student_group_angles
 from ..analysis.tracking import TRACKING_LABELS, tracking_metrics
 from ..dynamics.tableau import get_tableau
@@ -35,9 +36,9 @@ from ..records import build_dataset
 from ..store import Store
 from ..training.block import student_forward, student_layer_steps
 from ..training.continuation import train_by_doubling
-from ..training.driver import train
 from ..training.engine import CHECKPOINT_NAME
 from ..training.hidden import metric_inputs
+from ..training.routes import train_routes
 from ..training.targets import teacher_key
 from .exits import EXIT_RULE_NOTE, student_exits
 from .intervene import student_interventions
@@ -69,11 +70,18 @@ class ExperimentResult:
     fits: tuple[SeriesFit, ...] = ()
     figure: Path | None = None
 
+    @property
+    def separations(self) -> tuple[Separation, ...]:
+        """The first answer of a run with a tied and an independent teacher: tied minus independent exponents,
+        paired by replicate, and whether the readings are separated (:mod:`resflow.analysis.separation`)."""
+        return tuple(separations(list(self.fits)))
+
 
 def has_checkpoint(run_dir: Path) -> bool:
-    """Whether a run directory holds something to resume: a checkpoint of the run, or of a stage of
-    depth-doubling continuation (``depth-*/``).  The one resume check of ``run`` and ``sweep``."""
-    return (run_dir / CHECKPOINT_NAME).exists() or any(run_dir.glob(f"depth-*/{CHECKPOINT_NAME}"))
+    """Whether a run directory holds something to resume: a checkpoint of the run, or of one of its stages
+    (``first/``, ``continuation/`` of :func:`resflow.training.train_routes`; ``depth-*/`` of depth-doubling
+    continuation).  The one resume check of ``run`` and ``sweep``."""
+    return (run_dir / CHECKPOINT_NAME).exists() or any(run_dir.glob(f"*/{CHECKPOINT_NAME}"))
 
 
 def find_resumable(store: Path | str, experiment: str) -> Path:
@@ -102,9 +110,8 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
         result = train_by_doubling(config.student_specs(), teachers, config.train, seed=config.seed,
                                    run_dir=run_dir, resume=resume, progress=progress, state_metrics=state_signature)
     else:
-        result = train(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
-                       resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature,
-                       keep_parameters=True)
+        result = train_routes(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
+                              resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature)
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
     if not config.classifies:  # measured against a teacher's flow; a grammar has none
@@ -117,7 +124,7 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     prov["exit_rule"] = EXIT_RULE_NOTE["ce" if config.classifies else "regression"]
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
                        metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS, **PROFILE_LABELS, **EXIT_LABELS,
-                                      **GROUP_LABELS})
+                                      **GROUP_LABELS}, routes=config.routes)
     return result.steps_done, ds, prov
 
 
