@@ -130,8 +130,8 @@ class LawRecord:
     parameters: tuple[str, ...]
     assumptions: str
     references: tuple[str, ...]
-    status: str = "derived"  # "hypothesis": stated to be tested, not derived; "refuted": contradicted by measurement
-    evidence: str = ""  # for a refuted law: the measurements, their commands, where they are reported
+    status: str = "derived"  # "hypothesis": stated to be tested, not derived; "not observed": runs so far lack it
+    evidence: str = ""  # for a law not observed: the measurements, their commands, where they are reported
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -157,10 +157,11 @@ def test_euler_on_a_piecewise_linear_flow_has_the_grouped_amplitude_and_exponent
     assert abs(ratio.item() - 2.0) < 5 * 2.0 * rel_se
 
 
-def test_the_hypotheses_are_marked_refuted_with_their_evidence_and_listed():
+def test_the_hypotheses_are_marked_not_observed_with_their_evidence_and_listed():
     for name in ("compositional-threshold", "compositional-composition"):
         record = laws.describe(name)
-        assert record.status == "refuted" and "resflow run hierarchy" in record.evidence
+        assert record.status == "not observed" and "resflow run hierarchy" in record.evidence
+        assert "no run converged" in record.evidence  # the budget, said with the claim
         assert "docs/results.md" in record.evidence
     assert laws.describe("accumulation-grouped").status == "derived"
     flat, falling = laws.evaluate("compositional-threshold", ell=np.array([2.0, 8.0]), K=4, L_0=1.0, alpha_g=2)
@@ -191,14 +192,14 @@ def test_a_grouped_teachers_updates_turn_at_group_boundaries_only():
     assert sig["within"] < 0.2 and sig["boundary"] > 1.0  # nearly parallel within, nearly orthogonal across
 
 
-def test_a_law_is_refuted_only_with_evidence():
+def test_a_law_is_not_observed_only_with_evidence():
     import sympy as sp
 
     from resflow.theory._law import Derivation
 
     x = sp.Symbol("x")
     with pytest.raises(ValueError, match="evidence"):
-        Derivation("t", "t", x, (x,), None, "", status="refuted")
+        Derivation("t", "t", x, (x,), None, "", status="not observed")
     with pytest.raises(ValueError, match="evidence"):
         Derivation("t", "t", x, (x,), None, "", status="hypothesis", evidence="a run")
     with pytest.raises(ValueError, match="status"):

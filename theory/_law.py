@@ -11,7 +11,7 @@ from .typeset import RELATIONS
 __all__ = ["Derivation"]
 
 
-STATUSES = ("derived", "hypothesis", "refuted")
+STATUSES = ("derived", "hypothesis", "not observed")
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,10 @@ class Derivation:
     references : tuple of str
     steps : tuple of (str, sympy.Basic)
         Intermediate results, for the generated documentation.
-    status : {"derived", "hypothesis", "refuted"}
-        ``"hypothesis"`` marks a law stated (to be tested) rather than derived; ``"refuted"`` a hypothesis
-        that measurements contradict (``evidence`` says which, and where they are reported).
+    status : {"derived", "hypothesis", "not observed"}
+        ``"hypothesis"`` marks a law stated (to be tested) rather than derived; ``"not observed"`` a hypothesis
+        whose prediction the measurements so far do not show (``evidence`` says which, where they are reported,
+        and for which architecture and budget: a run of another kind could still show it).
     relation : {"=", "proportional", "approximately"}
         How the two sides of ``expression`` relate: exactly, up to a dropped constant (written
         :math:`\\propto`), or to leading order (:math:`\\approx`).
@@ -46,7 +47,7 @@ class Derivation:
         What the numeric evaluator computes when it is not the right-hand side of ``expression`` (e.g. the
         scalar factor of an error that is that factor times a vector).
     evidence : str
-        For a refuted law: the measurements that contradict it, with the command and where they are reported.
+        For a law not observed: the measurements that do not show it, with the command and where they are reported.
     """
 
     name: str
@@ -65,9 +66,9 @@ class Derivation:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {self.status!r}")
-        if (self.status == "refuted") != bool(self.evidence):
-            raise ValueError("a refuted law states its evidence (and only a refuted one): the measurements that "
-                             "contradict it and where they are reported")
+        if (self.status == "not observed") != bool(self.evidence):
+            raise ValueError("a law not observed states its evidence (and only such a law): the measurements that "
+                             "do not show it and where they are reported")
         if self.relation not in RELATIONS:
             raise ValueError(f"relation must be one of {', '.join(RELATIONS)}; got {self.relation!r}")
 

@@ -14,7 +14,7 @@ and the loss is :math:`\ell^{-2q}\big(\rho\ell^2/K + (1-\rho)\ell\big)`.  With :
 errors add incoherently — so Euler students keep :math:`\alpha = 2`; the crossover from the
 incoherent to the coherent regime moves from :math:`(1-\rho)/\rho` to :math:`\ell^* = K(1-\rho)/\rho`.
 
-**Threshold and composition (hypotheses, not derived; refuted by measurement).**  Below :math:`\ell \approx K` a student
+**Threshold and composition (hypotheses, not derived; not observed so far).**  Below :math:`\ell \approx K` a student
 cannot give each of the :math:`K` maps layers of its own; the study reads its causal-tracing result
 as functional groups dividing the labour, which suggests the loss stays near its shallow value
 until :math:`\ell \approx K` and only then falls with the within-group law.  For a purely
@@ -23,7 +23,8 @@ is left to average beyond :math:`K` composition steps, and the best to hope for 
 exponential decay in :math:`\ell - K`.  Both are stated as piecewise laws so that they can be
 evaluated and tested.  No derivation exists for trained students; both were confronted with
 training (``resflow run compositional``, ``resflow run hierarchy``, docs/results.md) and their
-plateau below :math:`K` is contradicted: ``status = "refuted"``, with the evidence.
+plateau below :math:`K` is not observed in these architectures at these budgets (none of the runs is
+converged): ``status = "not observed"``, with the evidence.
 """
 
 from __future__ import annotations
@@ -48,12 +49,13 @@ RHM = ("Cagnetta, Petrini, Tomasini, Favero & Wyart, Phys. Rev. X 14, 031001 (20
 BELOW_K = ("its drops moved to smaller depths as training went on (at a quarter, half and all of the budget: "
            "> 8; > 8, 3, 3; 3, 2, 2 per grammar), and neither run converged")
 THRESHOLD_EVIDENCE = (
-    "below K the loss is not flat. Students of grouped:8 teachers: 1.46e-2, 8.45e-3, 3.89e-3, 1.60e-3 at "
+    "not observed in residual MLP students at the cpu presets' budgets (no run converged): below K the loss is not flat. Students of grouped:8 teachers: 1.46e-2, 8.45e-3, 3.89e-3, 1.60e-3 at "
     "l = 1, 2, 4, 8 (`resflow run compositional --preset cpu`); students of Random Hierarchy Model data of "
     "hierarchy depth 4 (the grammar too large to memorise) fall below half the uniform-guess loss at l = 3, 2, 2 "
     "(three grammars), before L_h = 4 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". docs/results.md.")
 COMPOSITION_EVIDENCE = (
-    "its plateau below K is contradicted: on Random Hierarchy Model data of hierarchy depth 4 the loss falls "
+    "not observed in residual MLP students at the cpu preset's budget (no run converged): its plateau below K is "
+    "not seen: on Random Hierarchy Model data of hierarchy depth 4 the loss falls "
     "1.47, 0.675, 0.396 nats at l = 1, 2, 3 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". Beyond K "
     "the run is not converged (0.214, 0.148, 0.188 at l = 4, 6, 8), so the exponential tail is untested. "
     "docs/results.md.")
@@ -89,7 +91,7 @@ def derive_threshold() -> Derivation:
         "than K layers it merges maps and its loss stays near the shallow value L_0; beyond K each group is "
         "averaged (alpha_g = 1, rough within) or integrated (alpha_g = 2, Euler, smooth within; "
         "accumulation-grouped).",
-        (STUDY,), status="refuted", evidence=THRESHOLD_EVIDENCE,
+        (STUDY,), status="not observed", evidence=THRESHOLD_EVIDENCE,
     )
 
 
@@ -103,5 +105,5 @@ def derive_composition() -> Derivation:
         "Hypothesis, not derived: with K composition steps and nothing to average, extra layers can only "
         "refine each step; no power law is expected, at best exp(-c (l - K)). The exponent shown is the "
         "local one, -d log loss / d log l = c l.",
-        (RHM, STUDY), status="refuted", evidence=COMPOSITION_EVIDENCE,
+        (RHM, STUDY), status="not observed", evidence=COMPOSITION_EVIDENCE,
     )

@@ -95,8 +95,9 @@ def render_markdown() -> str:
         parts.append(f"\n## `{name}`: {d.title}\n")
         if d.status == "hypothesis":
             parts.append("\n**Status: hypothesis** — stated to be tested against simulation, not derived.\n\n")
-        elif d.status == "refuted":
-            parts.append(f"\n**Status: refuted by measurement** — a hypothesis, not derived; {d.evidence}\n\n")
+        elif d.status == "not observed":
+            parts.append(f"\n**Status: not observed** — a hypothesis, not derived, that the measurements so far do "
+                         f"not show; {d.evidence}\n\n")
         module = inspect.getmodule(derive).__name__
         if module not in seen_modules:
             seen_modules.add(module)

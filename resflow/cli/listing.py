@@ -54,7 +54,7 @@ def theory(
                 d = laws.derivation(n)
                 text = laws.exponent_text(n) or "-"
                 title = {"derived": d.title, "hypothesis": f"[yellow](hypothesis)[/] {d.title}",
-                         "refuted": f"[red](refuted)[/] {d.title}"}[d.status]
+                         "not observed": f"[red](not observed)[/] {d.title}"}[d.status]
                 table.add_row(n, title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
             console.print(table)
             return
@@ -65,7 +65,7 @@ def theory(
                 continue
             console.rule(f"[bold]{n}")
             console.print(d.title + {"derived": "", "hypothesis": "  [yellow](hypothesis, not derived)[/]",
-                                     "refuted": "  [red](hypothesis, refuted by measurement)[/]"}[d.status],
+                                     "not observed": "  [red](hypothesis, not observed so far)[/]"}[d.status],
                           highlight=False)
             if d.evidence:
                 from rich.markup import escape

@@ -122,6 +122,8 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
         result.hidden.update(student_group_angles(result.specs, result.hidden["update_angle"]))
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
     prov["exit_rule"] = EXIT_RULE_NOTE["ce" if config.classifies else "regression"]
+    if "stage_wall_times" in result.extra:  # the seconds of each training run (routes: first, continuation)
+        prov["stage_wall_time_s"] = json.dumps({k: round(v, 1) for k, v in result.extra["stage_wall_times"].items()})
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
                        metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS, **PROFILE_LABELS, **EXIT_LABELS,
                                       **GROUP_LABELS}, routes=config.routes)

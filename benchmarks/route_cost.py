@@ -1,0 +1,93 @@
+"""The cost of a training route per depth: milliseconds per step of one route's students of one depth.
+
+For a preset of smooth-vs-rough (default ``cpu``: width 16, teachers of depth 32, batch 512), this times the
+training step of the students one route trains at one depth -- both teachers, every replicate and init of the
+preset (``--replicates``, ``--inits``), full length -- built as the engine builds them (one batched bank, the
+teachers run ahead), interleaved over ``--rounds`` so the machine's drift hits every depth alike; then the
+step of the teachers alone (every slot).  Every route has the same shapes, so one route's students of a depth
+cost the same per step whatever the route; a route differs in how many steps it needs, and continuation also
+needs its parent (the scratch students of half the depth, already trained for the scratch route).
+
+The students' shorter lengths (``lengths``) are forked from the full-length ones where their schedules part
+(``docs/design/convergence.md``): with a schedule constant for half of the run, lengths 1/16 .. 1 cost
+``1 + (1/2)(1/16 + 1/8 + 1/4 + 1/2)`` = 1.47 full-length runs.  The printed seconds per 1k steps include that factor.
+
+    python benchmarks/route_cost.py --replicates 1 --inits 2 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+from resflow.experiments import preset
+from resflow.training import StudentSpec, Trainer
+
+
+def ms_per_step(trainer: Trainer, steps: int) -> float:
+    state = trainer.init(0)
+    for _ in range(10):
+        trainer.step(state, *trainer.next_batch(state))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        trainer.step(state, *trainer.next_batch(state))
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--replicates", type=int, default=None, help="default: the preset's")
+    parser.add_argument("--inits", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=100, help="timed steps per depth and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = preset("smooth-vs-rough", args.preset).with_overrides(["train.device=cpu"])
+    replicates = args.replicates or config.replicates
+    config = config.with_overrides([f"replicates={replicates}"])
+    teachers = config.teachers()
+    lengths = config.lengths if len(config.lengths) >= 4 else (0.0625, 0.125, 0.25, 0.5, 1.0)
+    fork = 1 + config.train.constant_fraction * sum(v for v in lengths if v < 1)
+    timings: dict[str, list[float]] = {str(d): [] for d in config.depths}
+    timings["teachers"] = []
+    for _ in range(args.rounds):
+        for depth in config.depths:
+            specs = [StudentSpec(t, "euler", depth, r, init=i) for t in config.targets for r in config.replicate_ids
+                     for i in range(args.inits)]
+            timings[str(depth)].append(ms_per_step(Trainer(specs, teachers, config.train), args.steps))
+        trainer = Trainer([StudentSpec(t, "euler", 1, r) for t in config.targets for r in config.replicate_ids],
+                          teachers, config.train)
+        timings["teachers"].append(ms_per_step(trainer, args.steps))
+    median = {k: float(np.median(v)) for k, v in timings.items()}
+    teacher = median.pop("teachers")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, preset {args.preset}: {len(config.targets)} "
+          f"teachers x {replicates} replicates x {args.inits} inits per depth, batch {config.train.batch}, "
+          f"{args.rounds} rounds; ms per step (median; a depth-1 student's step with the teachers: {teacher:.2f})")
+    print("| depth | students | ms/step (with teachers) | ms/step (students) | s per 1k steps, lengths forked |")
+    print("|---|---|---|---|---|")
+    rows = []
+    for depth, ms in median.items():
+        n = len(config.targets) * replicates * args.inits
+        own = max(ms - teacher, 0.0)
+        rows.append({"depth": int(depth), "students": n, "ms_per_step": ms, "student_ms_per_step": own,
+                     "seconds_per_1k_steps": own * fork})
+        print(f"| {depth} | {n} | {ms:.2f} | {own:.2f} | {own * fork:.2f} |")
+    print(f"teachers (every slot, run ahead): about {teacher:.2f} ms per step and training run; forks x{fork:.3f}")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"rows": rows, "teachers_ms_per_step": teacher, "fork_factor": fork,
+                       "threads": torch.get_num_threads(), "torch": torch.__version__}, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Verdict v3 on synthetic runs with known answers: the tail test, route agreement, the route error in the
+intervals, and the separation of the readings (docs/design/certification.md)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from resflow.analysis import ROUTE_TOLERANCE, certify_depths, route_error, separations, tail_test
+from resflow.analysis.certification import slope_weights
+from resflow.analysis.extrapolation import TAIL_SLOWEST_GAMMA, TAIL_TOLERANCE
+from resflow.analysis.fits import fit_dataset
+from test_fitting import DEPTHS, LENGTHS4, certifiable, dataset, power, synthetic
+
+STEPS = np.array([1, 2, 4, 8]) * 3000.0  # four lengths, ratio 2
+PAIRED_NOISE = 0.002  # relative noise of an evaluation batch shared by the lengths (the same batches)
+OWN_NOISE = 0.0005  # and each length's own
+
+
+def batches(curve: np.ndarray, rng, n_batch=16) -> np.ndarray:
+    """Final losses ``(length, eval_batch)`` of one student following ``curve`` along the lengths."""
+    shared = rng.normal(0, PAIRED_NOISE, (1, n_batch))
+    return curve[:, None] * (1 + shared + rng.normal(0, OWN_NOISE, (len(curve), n_batch)))
+
+
+# ---------------------------------------------------------------------------------------------- the tail test
+
+@pytest.mark.parametrize("gamma", [0.1, 0.3, 1.0])
+def test_a_power_law_of_training_towards_zero_is_refused(gamma):
+    """t^-gamma towards zero has all of itself still to lose, whatever gamma: t^-0.1 (the slowest the issue names)
+    and faster ones alike, on every seed."""
+    for seed in range(20):
+        result = tail_test(batches(STEPS ** -gamma, np.random.default_rng(seed)), lengths=STEPS)
+        assert not result.passed, (seed, result)
+
+
+def test_a_slow_fall_hidden_in_noise_is_bounded_by_the_slowest_admitted_decay():
+    """Falls within the noise: the ratio cannot be fitted; the bound is the tail of t^-0.1 on the last fall's
+    ceiling (the falls of t^-0.01 to zero are 0.7% per doubling: refused on every seed)."""
+    rho = 2.0 ** -TAIL_SLOWEST_GAMMA
+    for seed in range(20):
+        result = tail_test(batches(STEPS ** -0.01, np.random.default_rng(seed)), lengths=STEPS)
+        assert not result.passed and result.gain_bound > TAIL_TOLERANCE
+        if result.case == "within noise":
+            assert result.ratio == pytest.approx(rho)
+
+
+def test_a_planted_loss_at_its_limit_is_accepted():
+    """L(t) = L_inf (1 + 0.3 (t/t1)^-1): 2.5% left at the longest length; accepted on (nearly) every seed, and the
+    bound is never below the truth when it is computed from a fit."""
+    truth = 0.3 * 8.0 ** -1 / (1 + 0.3 * 8.0 ** -1)
+    curve = 1.0 + 0.3 * (STEPS / STEPS[0]) ** -1.0
+    results = [tail_test(batches(curve, np.random.default_rng(seed)), lengths=STEPS) for seed in range(40)]
+    assert sum(r.passed for r in results) >= 36  # the bound is one-sided at 95%: a few refusals are its price
+    assert all(r.gain_bound >= truth for r in results if r.case == "fitted")
+
+
+def test_the_tail_fit_has_residual_degrees_of_freedom_and_a_crooked_tail_widens_it():
+    """Four lengths: three falls, two parameters, one residual degree of freedom.  Falls that are no geometric
+    sequence (a plateau, then a drop) widen the ratio's bound past 1: no limit."""
+    smooth = tail_test(batches(1.0 + 0.5 * (STEPS / STEPS[0]) ** -1.0, np.random.default_rng(0)), lengths=STEPS)
+    assert smooth.case == "fitted" and smooth.dof == 1 and smooth.residual < 0.2
+    crooked = tail_test(batches(np.array([1.20, 1.15, 1.10, 1.00]), np.random.default_rng(0)), lengths=STEPS)
+    assert not crooked.passed and crooked.case == "no limit"
+
+
+def test_fewer_than_four_lengths_or_non_geometric_lengths_are_not_checked():
+    rng = np.random.default_rng(0)
+    assert tail_test(batches(np.ones(3), rng), lengths=STEPS[:3]).case == "not checked"
+    assert tail_test(batches(np.ones(4), rng), lengths=[1, 2, 4, 9]).case == "not checked"
+    missing = batches(np.ones(4), rng)
+    missing[1, 0] = np.nan
+    assert tail_test(missing, lengths=STEPS).case == "not checked"
+
+
+# ---------------------------------------------------------------------------------------------- route agreement
+
+def cell(levels: dict, rng, depths=(2, 4), replicates=2, inits=2) -> tuple[np.ndarray, np.ndarray]:
+    """Losses ``(depth, replicate, route, init, length, batch)`` of students at their limits ``levels[route]``
+    (flat along training), and which exist."""
+    routes = list(levels)
+    data = np.full((len(depths), replicates, len(routes), inits, 4, 16), np.nan)
+    for i in range(len(depths)):
+        for r in range(replicates):
+            shared = rng.normal(0, PAIRED_NOISE, 16)
+            for k, route in enumerate(routes):
+                for j in range(inits):
+                    data[i, r, k, j] = levels[route] * (1 + shared + rng.normal(0, OWN_NOISE, (4, 16)))
+    return data, np.ones(data.shape[:4], bool)
+
+
+def test_two_routes_that_disagree_by_20_percent_are_refused():
+    data, trained = cell({"scratch": 1.2e-5, "continuation": 1.0e-5}, np.random.default_rng(1))
+    for c in certify_depths((2, 4), STEPS, data, trained, ["scratch", "continuation"]):
+        assert not c.certified and c.route_spread == pytest.approx(0.2, abs=0.01)
+        assert any("routes disagree" in reason for reason in c.reasons)
+        assert c.best_route == ("continuation", "continuation")
+
+
+def test_routes_that_agree_within_the_tolerance_and_have_stopped_are_certified():
+    data, trained = cell({"scratch": 1.02e-5, "continuation": 1.0e-5}, np.random.default_rng(2))
+    for c in certify_depths((2, 4), STEPS, data, trained, ["scratch", "continuation"]):
+        assert c.certified, c.reasons
+        assert c.route_spread < c.route_spread_high <= ROUTE_TOLERANCE and c.tail_passed == c.students == 8
+
+
+def test_agreeing_routes_still_falling_are_not_certified():
+    """Agreement is not enough: every student must also have stopped improving."""
+    data, trained = cell({"scratch": 1.0, "continuation": 1.0}, np.random.default_rng(3))
+    data *= (STEPS / STEPS[0])[:, None] ** -0.1  # both routes fall as t^-0.1, in step
+    (c, _) = certify_depths((2, 4), STEPS, data, trained, ["scratch", "continuation"])
+    assert not c.certified and c.route_spread < 0.01 and any("tail test" in reason for reason in c.reasons)
+
+
+def test_one_start_cannot_be_certified_and_one_route_compares_its_inits():
+    data, trained = cell({"scratch": 1.0}, np.random.default_rng(4), inits=1)
+    (c, _) = certify_depths((2, 4), STEPS, data, trained, ["scratch"])
+    assert not c.certified and c.compared == "none" and "one start" in c.text
+    data, trained = cell({"scratch": 1.0}, np.random.default_rng(4), inits=2)
+    data[:, :, 0, 1] *= 1.3  # the second init settles 30% higher
+    (c, _) = certify_depths((2, 4), STEPS, data, trained, ["scratch"])
+    assert c.compared == "inits" and not c.certified and "inits (one route) disagree" in c.text
+
+
+def test_a_failed_student_is_named_and_the_others_still_decide_the_best_loss():
+    data, trained = cell({"scratch": 1.0, "continuation": 1.01}, np.random.default_rng(5))
+    data[0, 0, 1, 0] = np.nan
+    (c, _) = certify_depths((2, 4), STEPS, data, trained, ["scratch", "continuation"])
+    assert not c.certified and "1 student failed" in c.text and all(np.isfinite(c.best))
+
+
+# ---------------------------------------------------------------------------------------------- the route error
+
+def test_the_slope_weights_and_the_route_error_are_the_least_squares_propagation():
+    np.testing.assert_allclose(slope_weights(DEPTHS), np.array([-1.5, -0.5, 0.5, 1.5]) / (5 * math.log(2)))
+    assert route_error(DEPTHS, [0.05] * 4) == pytest.approx(1.154 * math.log(1.05), rel=1e-3)  # the 0.056 of the note
+    assert route_error(DEPTHS, [0, 0, 0, 0.21]) == pytest.approx(0.433 * math.log(1.21), rel=1e-3)
+    assert route_error(DEPTHS, [np.nan, 0, 0, 0]) == 0.0  # a depth with one start widens nothing (and is uncertified)
+
+
+def test_a_fit_carries_the_route_spread_in_its_interval_and_marks_the_depth_a_bound():
+    """Depth 16's scratch route 20% above continuation: depth 16 uncertified, the exponent from the best loss (the
+    planted law), its interval widened by 0.433 ln 1.2 on both sides, the series a bound."""
+    gap = lambda route, d: 1.2 if (route == "scratch" and d == 16) else 1.0  # noqa: E731
+    (fit,) = fit_dataset(dataset(certifiable({"tied": power(2.6)}, route_factor=gap), ["tied"]))
+    assert fit.certified_depths == (2, 4, 8) and not fit.certified and fit.standing == "bound"
+    assert fit.route_spread[-1] == pytest.approx(0.2, abs=0.01) and all(s < 0.02 for s in fit.route_spread[1:3])
+    assert abs(fit.exponent - 2.6) < 0.05
+    error = route_error(fit.depths, fit.route_spread)
+    assert fit.route_error == pytest.approx(error) and error > 0.433 * math.log(1.19)
+    assert fit.ci_low == pytest.approx(fit.replicate_ci_low - error) and fit.ci_high == pytest.approx(
+        fit.replicate_ci_high + error)
+    assert fit.regime == "uncertified" and "ℓ = 16" in fit.certificate and "ℓ = 8" not in fit.certificate
+
+
+def test_init_spread_is_measured_apart_from_teacher_spread():
+    (fit,) = fit_dataset(dataset(certifiable({"tied": power(2.6)}, noise=0.2, init_noise=0.01), ["tied"]))
+    ratios = np.array(fit.init_spread) / np.array(fit.teacher_spread)
+    assert np.all(ratios < 0.3)  # teachers spread by 20%, inits by 1%: the ratio says which dominates
+
+
+# ---------------------------------------------------------------------------------------------- the separation
+
+def test_the_separation_is_paired_by_replicate_with_a_t_interval_from_the_sample_size():
+    ds = dataset(certifiable({"independent": power(1.0), "tied": power(2.8)}, noise=0.05, replicates=4),
+                 ["independent", "tied"])
+    fits = fit_dataset(ds)
+    (sep,) = separations(fits)
+    tied, independent = ({f.target: f for f in fits}[t] for t in ("tied", "independent"))
+    diffs = np.array(tied.replicate_exponents) - np.array(independent.replicate_exponents)
+    half = stats.t.ppf(0.975, diffs.size - 1) * diffs.std(ddof=1) / math.sqrt(diffs.size)
+    error = tied.route_error + independent.route_error
+    assert sep.separation == pytest.approx(diffs.mean())
+    assert sep.separation_ci_low == pytest.approx(diffs.mean() - half - error)
+    assert sep.separation_ci_high == pytest.approx(diffs.mean() + half + error)
+    assert sep.separated and sep.certified and "separated" in sep.text and sep.n_replicates == 4
+    assert abs(sep.separation - 1.8) < 0.1 and abs(sep.separation_law - 1.8) < 0.1
+    row = sep.to_json()
+    assert row["target"] == "separation" and row["separated"] is True
+
+
+def test_readings_closer_than_the_smallest_gap_between_their_laws_are_not_separated():
+    ds = dataset(certifiable({"independent": power(1.0), "tied": power(1.5)}), ["independent", "tied"])
+    (sep,) = separations(fit_dataset(ds))
+    assert not sep.separated and sep.text.startswith("not separated")
+
+
+def test_uncertified_depths_widen_the_separation_rather_than_drop_out():
+    gap = lambda route, d: 1.5 if (route == "scratch" and d >= 8) else 1.0  # noqa: E731
+    wide = separations(fit_dataset(dataset(certifiable({"independent": power(1.0), "tied": power(2.8)},
+                                                        route_factor=gap), ["independent", "tied"])))[0]
+    narrow = separations(fit_dataset(dataset(certifiable({"independent": power(1.0), "tied": power(2.8)}),
+                                             ["independent", "tied"])))[0]
+    assert wide.route_error > 2 * 0.144 * math.log(1.45)  # both series, depths 8 and 16
+    assert (wide.separation_ci_high - wide.separation_ci_low) > (narrow.separation_ci_high - narrow.separation_ci_low)
+    assert not wide.certified and narrow.certified
+
+
+def test_a_run_without_both_teachers_has_no_separation_and_one_replicate_says_how_its_interval_was_made():
+    assert separations(fit_dataset(dataset(certifiable({"tied": power(2.6)}), ["tied"]))) == []
+    ds = dataset(synthetic({"independent": power(1.0), "tied": power(2.6)}, replicates=1, lengths=LENGTHS4,
+                           routes=("scratch", "continuation"), inits=2), ["independent", "tied"])
+    (sep,) = separations(fit_dataset(ds))
+    assert "evaluation noise only" in sep.method and sep.separation_ci_low < sep.separation < sep.separation_ci_high
