@@ -102,6 +102,11 @@ def test_run_and_fit_commands(tmp_path):
             "separation_law_ci_high", "separated"} <= set(separation)
     tied, independent = ({r["target"]: r for r in series}[t] for t in ("tied", "independent"))
     assert separation["separation"] == pytest.approx(tied["exponent"] - independent["exponent"])
+    only = json.loads(runner.invoke(app, ["fit", str(tmp_path), "--json", "--run", records[0]["run"]]).stdout)
+    assert only == records  # one run in the store: the same rows
+    wrong = runner.invoke(app, ["fit", str(tmp_path), "--json", "--run", "toy-run--nope"])
+    assert wrong.exit_code != 0 and "--run 'toy-run--nope' is not a toy-run record" in " ".join(wrong.output.split())
+    assert "Traceback" not in wrong.output
 
 
 @pytest.mark.parametrize(("args", "message"), [

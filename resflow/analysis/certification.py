@@ -15,8 +15,13 @@ structure) with final losses :math:`\mathcal L(\ell, r, \text{route}, \text{init
 Why 5%: over :math:`\ell = 2, 4, 8, 16` the least-squares slope weighs the depths' log-losses by
 :math:`(-0.433, -0.144, 0.144, 0.433)`; an error of 5% at every depth moves it by at most
 :math:`1.154 \ln 1.05 = 0.056`, half of verdict v2's drift tolerance and under a twentieth of the
-separation of the two readings.  :func:`route_error` is that propagation for any depths and spreads: the
-half-width the route spreads add to an exponent's interval.
+separation of the two readings.
+
+:func:`route_error` propagates the spreads into an exponent's interval.  A trained student's loss bounds the
+loss its architecture can reach from above, so the truth at a depth lies within :math:`\ln(1 + s_\ell)` *below*
+the best loss, never above it: a spread at a deep depth (positive weight) can only raise the exponent, one at
+a shallow depth only lower it.  The interval widens downwards by :math:`\sum_{w_\ell < 0} |w_\ell| \ln(1+s_\ell)`
+and upwards by :math:`\sum_{w_\ell > 0} w_\ell \ln(1+s_\ell)`.
 
 Also per depth: the spread over initialisations (pooled standard deviation of log loss over the inits of
 one route and teacher) and over teachers (standard deviation of the best log loss over replicates), so a
@@ -78,12 +83,14 @@ def slope_weights(depths) -> np.ndarray:
     return centred / np.sum(centred**2)
 
 
-def route_error(depths, spreads) -> float:
-    """The largest change of the least-squares exponent that per-depth errors of :math:`\\ln(1 + s_\\ell)`
-    allow: :math:`\\sum_\\ell |w_\\ell| \\ln(1 + s_\\ell)` (NaN spreads count as 0; the depth is then
-    uncertified and says so)."""
-    s = np.nan_to_num(np.asarray(spreads, float), nan=0.0, posinf=np.inf)
-    return float(np.sum(np.abs(slope_weights(depths)) * np.log1p(np.maximum(s, 0.0))))
+def route_error(depths, spreads) -> tuple[float, float]:
+    """How far the exponent of the depths' best losses may lie from the exponent of the losses their
+    architectures can reach, down and up, when each of those is up to :math:`\\ln(1 + s_\\ell)` below the best
+    loss (module docstring): :math:`(\\sum_{w<0} |w_\\ell| \\ln(1+s_\\ell), \\sum_{w>0} w_\\ell \\ln(1+s_\\ell))`.  NaN
+    spreads count as 0 (the depth is then uncertified and says so)."""
+    s = np.log1p(np.maximum(np.nan_to_num(np.asarray(spreads, float), nan=0.0, posinf=np.inf), 0.0))
+    w = slope_weights(depths)
+    return float(np.sum(-w[w < 0] * s[w < 0])), float(np.sum(w[w > 0] * s[w > 0]))
 
 
 def _spread(worst: np.ndarray, best: np.ndarray) -> tuple[float, float]:

@@ -60,7 +60,8 @@ _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit r
     "certified": ("verdict v3: every depth certified (routes agree, tails pass); otherwise the exponents are "
                   "bounds", "1"),
     "certificate": ("verdict v3 in words, with the reasons per depth when not certified", "1"),
-    "route_error": ("half-width the route spreads add to the exponents' intervals", "1"),
+    "route_error_low": ("what the route spreads add below the exponents' intervals", "1"),
+    "route_error_high": ("what the route spreads add above the exponents' intervals", "1"),
     "replicate_ci_low": ("lower end of the interval of alpha over replicates alone (no route error)", "1"),
     "replicate_ci_high": ("upper end of the interval of alpha over replicates alone (no route error)", "1"),
     "inits": ("initialisations per route", "1"),

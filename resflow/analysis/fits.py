@@ -11,8 +11,10 @@ For one series (a target, scheme, temperature and structure) with final test los
 * ``exponent``: each replicate's least-squares slope of :math:`-\log \mathcal L(\ell)` on
   :math:`\log \ell` of the best losses, averaged over replicates -- *how fast the loss falls over these
   depths*; its interval is Student's t over the same per-replicate slopes
-  (:mod:`resflow.analysis.intervals`: one estimator), widened on both sides by the **route error**
-  (:func:`~resflow.analysis.certification.route_error`), so an uncertified depth widens the interval rather
+  (:mod:`resflow.analysis.intervals`: one estimator), widened by the **route error**
+  (:func:`~resflow.analysis.certification.route_error`: down by the spreads of the shallow depths, up by those
+  of the deep ones, since a trained loss bounds the reachable loss from above), so an uncertified depth widens
+  the interval rather
   than being used silently as a point; ``replicate_ci_low``/``replicate_ci_high`` keep the interval without
   it; the exponent is ``certified`` only when every depth is, otherwise a bound;
 * ``law_exponent``: the same after dividing out the finite teacher's factor
@@ -81,11 +83,9 @@ class FitSettings:
             object.__setattr__(self, name, check_real(name, getattr(self, name), low=0.0, low_open=True))
 
     def to_json(self) -> str:
-        out = dataclasses.asdict(self)
-        for name, default in (("route_tolerance", ROUTE_TOLERANCE), ("tail_tolerance", TAIL_TOLERANCE)):
-            if out[name] == default:  # the settings (and fit records found by them) of before verdict v3
-                del out[name]
-        return json.dumps(out, sort_keys=True)
+        """The settings as a fit record holds them (a fit record of before verdict v3 has no route and tail
+        tolerances, so its run is fitted again rather than read back)."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +138,8 @@ class SeriesFit:
     teacher_spread: tuple[float, ...] = ()  # per depth: sd of the best log loss over replicates (teachers)
     routes: tuple[str, ...] = ()  # the routes that trained the series
     inits: int = 1  # initialisations per route
-    route_error: float = 0.0  # the half-width the route spreads add to the interval (both exponents)
+    route_error_low: float = 0.0  # what the route spreads add below the interval (both exponents)
+    route_error_high: float = 0.0  # and above it
     replicate_ci_low: float = math.nan  # the interval over replicates alone (without the route error)
     replicate_ci_high: float = math.nan
     replicates: tuple[int, ...] = ()  # replicate ids, in the order of the per-replicate exponents
@@ -260,7 +261,7 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
     certificates = certify_depths(depths, lengths, batches, trained, routes, route_tolerance=settings.route_tolerance,
                                   tail_tolerance=settings.tail_tolerance)
     spreads = tuple(c.route_spread for c in certificates)
-    error = route_error(depths, spreads)
+    down, up = route_error(depths, spreads)
     certified = all(c.certified for c in certificates)
     verdict = convergence_verdict(depths, lengths, best, drift_tolerance=settings.drift_tolerance,
                                   gain_tolerance=settings.gain_tolerance)
@@ -290,11 +291,11 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
         student_groups=int(label.get("student_groups", 0)),
         temperature=None if temperature is None else float(temperature),
         depths=tuple(depths), losses=tuple(float(v) for v in means), n_replicates=int(full.shape[1]),
-        exponent=plain.value, ci_low=plain.low - error, ci_high=plain.high + error, ci_method=plain.method
-        + (f", widened by the route error ±{error:.3f}" if error > 0 else ""),
+        exponent=plain.value, ci_low=plain.low - down, ci_high=plain.high + up, ci_method=plain.method
+        + (f", widened by the route spreads (-{down:.3f}, +{up:.3f})" if down + up > 0 else ""),
         boot_low=plain.boot_low, boot_high=plain.boot_high, law=law or NO_LAW, teacher_depth=teacher_depth,
-        law_exponent=lawful.value if lawful else math.nan, law_ci_low=lawful.low - error if lawful else math.nan,
-        law_ci_high=lawful.high + error if lawful else math.nan,
+        law_exponent=lawful.value if lawful else math.nan, law_ci_low=lawful.low - down if lawful else math.nan,
+        law_ci_high=lawful.high + up if lawful else math.nan,
         offset_exponent=None if offset is None else offset[1], offset_floor=None if offset is None else offset[2],
         lengths=lengths, previous_exponent=verdict.previous_exponent, drift=verdict.drift,
         drift_low=verdict.drift_low, drift_high=verdict.drift_high, limits=verdict.limits, gains=verdict.gains,
@@ -306,11 +307,12 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
         route_spread=spreads, route_spread_high=tuple(c.route_spread_high for c in certificates),
         depth_verdicts=tuple(c.text for c in certificates), init_spread=tuple(c.init_spread for c in certificates),
         teacher_spread=tuple(c.teacher_spread for c in certificates), routes=tuple(present),
-        inits=int(trained.any(axis=(0, 1, 2)).sum()), route_error=error, replicate_ci_low=plain.low,
+        inits=int(trained.any(axis=(0, 1, 2)).sum()), route_error_low=down, route_error_high=up,
+        replicate_ci_low=plain.low,
         replicate_ci_high=plain.high, replicates=replicates, replicate_exponents=plain.per_replicate,
         replicate_law_exponents=lawful.per_replicate if lawful else (), certificate=certificate,
         converged=verdict.converged, verdict=verdict.text,
-        regime=classify(interval.low - error, interval.high + error, scheme, certified),
+        regime=classify(interval.low - down, interval.high + up, scheme, certified),
     )
 
 

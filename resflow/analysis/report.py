@@ -38,12 +38,13 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
     for sep in separations(fits):
         where = "" if len({f.scheme for f in fits}) == 1 else f" ({sep.scheme})"
         lines += [f"**Separation{where}**: {sep.text}.", ""]
-    lines += ["| teacher | α [95%] | law α [95%] | standing | certified depths | route error |",
+    lines += ["| teacher | α [95%] | law α [95%] | standing | certified depths | route spreads add |",
               "|---|---|---|---|---|---|"]
     for f in fits:
         lines.append(f"| {name(f)} | {_interval(f.exponent, f.ci_low, f.ci_high)} | "
                      f"{_interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | {f.standing} | "
-                     f"{', '.join(map(str, f.certified_depths)) or 'none'} | ±{f.route_error:.3f} |")
+                     f"{', '.join(map(str, f.certified_depths)) or 'none'} | "
+                     f"−{f.route_error_low:.3f}, +{f.route_error_high:.3f} |")
     depths = list(fits[0].depths) if fits else []
     lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: not certified, a bound on the loss "
               "the architecture can reach):", "", "| teacher | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",

@@ -6,9 +6,10 @@ temperature and structure, the **separation** is the difference of their depth e
 from every depth's best loss over routes (:mod:`resflow.analysis.fits`).  It is paired by replicate:
 replicate :math:`r` has teacher seed :math:`r` for both teachers and one data stream, so the per-replicate
 differences are independent draws; the interval is Student's t over them (with one replicate, the two fits'
-intervals combined in quadrature: evaluation noise only, and said so), widened on both sides by both series'
-route errors (:func:`resflow.analysis.certification.route_error`) so that uncertified depths widen it
-rather than drop out.
+intervals combined in quadrature: evaluation noise only, and said so), widened by both series' route errors
+(:func:`resflow.analysis.certification.route_error`: the tied exponent's room below and the independent one's
+above widen it downwards, and the other way round upwards) so that uncertified depths widen it rather than drop
+out.
 
 The readings are **separated** when the whole interval (of the plain and, where the teachers have one, of
 the law-aware difference) lies above ``SEPARATION_MARGIN`` = 1, the smallest
@@ -48,7 +49,8 @@ class Separation:
     separation_law: float
     separation_law_ci_low: float
     separation_law_ci_high: float
-    route_error: float  # the half-width both series' route spreads add
+    route_error_low: float  # what both series' route spreads add below the interval
+    route_error_high: float  # and above it
     method: str
     separated: bool
     certified: bool  # both exponents certified (otherwise the difference of two bounds, still an interval)
@@ -76,7 +78,8 @@ class Separation:
 def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, float, float, str, int]:
     from scipy import stats
 
-    error = smooth.route_error + rough.route_error
+    down = smooth.route_error_low + rough.route_error_high
+    up = smooth.route_error_high + rough.route_error_low
     a = dict(zip(smooth.replicates, smooth.replicate_law_exponents if law else smooth.replicate_exponents,
                  strict=False))
     b = dict(zip(rough.replicates, rough.replicate_law_exponents if law else rough.replicate_exponents,
@@ -93,13 +96,13 @@ def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, floa
         lows = (smooth.law_ci_low, rough.law_ci_low) if law else (smooth.replicate_ci_low, rough.replicate_ci_low)
         highs = (smooth.law_ci_high, rough.law_ci_high) if law else (smooth.replicate_ci_high, rough.replicate_ci_high)
         if law:  # the law intervals already carry the route error: take it out before combining
-            lows = tuple(v + f.route_error for v, f in zip(lows, (smooth, rough), strict=True))
-            highs = tuple(v - f.route_error for v, f in zip(highs, (smooth, rough), strict=True))
+            lows = tuple(v + f.route_error_low for v, f in zip(lows, (smooth, rough), strict=True))
+            highs = tuple(v - f.route_error_high for v, f in zip(highs, (smooth, rough), strict=True))
         half = math.hypot(*((h - lo) / 2 for lo, h in zip(lows, highs, strict=True)))
         method = "1 replicate: the two intervals in quadrature (evaluation noise only)"
-    if error > 0:
-        method += f", widened by the route error ±{error:.3f}"
-    return centre, centre - half - error, centre + half + error, method, int(diffs.size)
+    if down + up > 0:
+        method += f", widened by the route spreads (-{down:.3f}, +{up:.3f})"
+    return centre, centre - half - down, centre + half + up, method, int(diffs.size)
 
 
 def separations(fits: list[SeriesFit]) -> list[Separation]:
@@ -120,7 +123,8 @@ def separations(fits: list[SeriesFit]) -> list[Separation]:
         out.append(Separation(scheme=k[0], temperature=k[1], student_groups=k[2], n_replicates=n, separation=value,
                               separation_ci_low=low, separation_ci_high=high, separation_law=lvalue,
                               separation_law_ci_low=llow, separation_law_ci_high=lhigh,
-                              route_error=s.route_error + r.route_error, method=method,
+                              route_error_low=s.route_error_low + r.route_error_high,
+                              route_error_high=s.route_error_high + r.route_error_low, method=method,
                               separated=bool(low > SEPARATION_MARGIN
                                              and (not math.isfinite(lvalue) or llow > SEPARATION_MARGIN)),
                               certified=s.certified and r.certified))
