@@ -28,22 +28,37 @@ PAPER_TRAIN = TrainConfig(
     final_lr_fraction=0.1, eval_every=2000, eval_batches=8, eval_batch_size=8192, checkpoint_every=2000,
 )
 
+# Verdict v3 (docs/design/certification.md): every depth trained by two routes -- from scratch, and continued from
+# the run's own scratch students of half the depth -- with two initialisations each, and at five training lengths
+# (1/16 .. 1, forked where their schedules coincide), so each student's tail test has residual degrees of freedom.
+ROUTES = ("scratch", "continuation")
+INITS = 2
+LENGTHS = (0.0625, 0.125, 0.25, 0.5, 1.0)
+
 PRESETS = {
+    # the main job: 3 replicates x 2 routes x 2 inits x 5 lengths in about 12 minutes on 2 idle cores; the cost of
+    # each route per depth is in docs/benchmarks.md (benchmarks/route_cost.py), so the run is 3k steps
     "cpu": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
-                            depths=(2, 4, 8, 16), replicates=3, train=CPU_TRAIN),
-    # the cpu preset's recipe run until verdict v2 calls both teachers converged: 320k steps for depths 2 and 4
-    # (the tied teacher's shallow students creep ~1% per doubling up to 80k-160k steps), 80k for depths 8 and 16
-    # (one replicate at 80k extrapolated 4-9% still to lose); one replicate (teacher seed 0, so the comparison
-    # is with the cpu preset's replicate 0: `--replicate 0` of the report) and 16 evaluation batches, so the
-    # falls along training are measured finely (docs/results.md)
+                            depths=(2, 4, 8, 16), replicates=3, routes=ROUTES, inits=INITS, lengths=LENGTHS,
+                            train=dataclasses.replace(CPU_TRAIN, steps=3_000, eval_every=1000, eval_batches=8,
+                                                      checkpoint_every=1500)),
+    # the same routes and inits for about an hour: one replicate (teacher seed 0), 48k steps, 16 evaluation batches
+    # (the falls along training measured finely); what it certifies: docs/results.md
+    "cpu-certified": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
+                                      depths=(2, 4, 8, 16), replicates=1, routes=ROUTES, inits=INITS, lengths=LENGTHS,
+                                      train=dataclasses.replace(CPU_TRAIN, steps=48_000, eval_every=4000,
+                                                                eval_batches=16, checkpoint_every=4000)),
+    # verdict v2's long run (one route, one init): 320k steps for depths 2 and 4, 80k for 8 and 16; one replicate
+    # (teacher seed 0) and 16 evaluation batches (docs/results.md, its history)
     "cpu-converged": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
                                       depths=(2, 4, 8, 16), budgets=(1.0, 1.0, 0.25, 0.25), replicates=1,
                                       train=dataclasses.replace(CPU_TRAIN, steps=320_000, eval_every=10_000,
                                                                 eval_batches=16, checkpoint_every=10_000)),
     # the study's toy model: d = 32 (hidden 4d), teachers of depth 128 with W2 / sqrt(128), students of
-    # depths 6-48; three replicates
+    # depths 6-48; three replicates; the routes and inits of verdict v3 (every depth but 6 has its half)
     "paper": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=32, teacher_depth=128,
-                              depths=(6, 12, 16, 24, 32, 48), replicates=3, train=PAPER_TRAIN),
+                              depths=(6, 12, 16, 24, 32, 48), replicates=3, routes=ROUTES, inits=INITS,
+                              lengths=LENGTHS, train=PAPER_TRAIN),
 }
 
 
@@ -58,10 +73,10 @@ EXPERIMENT = Experiment(
     summary="Euler students of a rough (independent) and a smooth (tied) teacher, MSE on the final state: "
             "the ensemble law (alpha = 1) against the procedural one (alpha = 2-3).",
     presets=PRESETS, figure=figure,
-    notes={"cpu": "2-core CPU, about 10 minutes; chosen in docs/cpu-preset.md",
-           "cpu-converged": "the cpu recipe until verdict v2 calls both teachers converged; one replicate "
-                            "(about an hour on 2 cores)",
+    notes={"cpu": "2-core CPU, about 12 minutes: the separation of the readings, two routes x two inits per depth",
+           "cpu-certified": "the cpu routes for about an hour, one replicate: what verdict v3 certifies at 48k steps",
+           "cpu-converged": "verdict v2's long run: one route, one replicate (about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
-    costs={"cpu": "565 s (docs/results.md); 492 s for the whole `make demo` from a fresh clone",
+    costs={"cpu": "12 min 20 s at 3k steps on 2 idle cores before its evaluations were thinned (docs/results.md)",
            "cpu-converged": "54 min on one thread of a shared machine (docs/results.md)"},
 )

@@ -68,7 +68,10 @@ def test_every_experiment_runs_end_to_end(name, structures, tmp_path):
 
 def test_overrides_validate_keys_and_values():
     cfg = preset("smooth-vs-rough", "cpu")
-    assert cfg.with_overrides(["depths=2,8", "train.steps=7", "targets=tied"]).depths == (2, 8)
+    assert cfg.with_overrides(["depths=2,8,4", "train.steps=7", "targets=tied"]).depths == (2, 4, 8)
+    with pytest.raises(ConfigError, match="half is also a depth.*routes=scratch"):
+        cfg.with_overrides(["depths=2,8"])  # the preset continues depths from their halves: none here
+    assert cfg.with_overrides(["depths=2,8", "routes=scratch"]).depths == (2, 8)
     with pytest.raises(ConfigError, match="unknown key 'stepz'; valid keys are"):
         cfg.with_overrides(["stepz=3"])
     with pytest.raises(ConfigError, match="unknown key 'train.stepz'"):

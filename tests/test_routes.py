@@ -157,12 +157,12 @@ def test_classification_targets_cannot_be_continued():
 
 
 def test_a_config_of_one_start_keeps_the_dict_and_run_ids_of_before_the_routes():
-    cfg = preset("smooth-vs-rough", "cpu")
+    cfg = preset("smooth-vs-rough", "cpu-converged")  # one route, one init
     assert "routes" not in cfg.to_dict() and "inits" not in cfg.to_dict()
     many = cfg.with_overrides(["routes=continuation,scratch", "inits=2"])
     assert many.routes == ("scratch", "continuation") and many.to_dict()["inits"] == 2  # one order everywhere
     specs = many.student_specs()
-    assert len(specs) == 2 * 3 * 3 * 2 * (4 + 3)  # targets x replicates x lengths x inits x (scratch + continuation)
+    assert len(specs) == 2 * 1 * 3 * 2 * (4 + 3)  # targets x replicates x lengths x inits x (scratch + continuation)
 
 
 def test_build_dataset_orders_the_routes_as_given():

@@ -166,7 +166,7 @@ class ExperimentConfig:
                                   "its depth; add 'scratch' to the routes.")
             if not self.route_depths("continuation"):
                 raise ConfigError(f"routes: 'continuation' needs a depth whose half is also a depth (like 2 and 4); "
-                                  f"got depths {self.depths}.")
+                                  f"got depths {self.depths}. Add the halves, or train one route: routes=scratch.")
         if self.init == "doubling" and self.routes != ("scratch",):
             raise ConfigError("init='doubling' chains every depth from the one before; routes train several routes "
                               "side by side. Use one of them: init='doubling' with routes=('scratch',), or routes.")
