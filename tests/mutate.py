@@ -9,6 +9,7 @@ each is harmless are listed in docs/design/engine.md.  (Not collected by pytest.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py",
          "tests/test_soap.py", "tests/properties/test_fit_coverage.py"]
 CLASSES = ["tests/test_classes.py"]
+V3 = ["tests/test_certification.py", "tests/test_routes.py", "tests/test_fitting.py"]  # routes and verdict v3
 
 # name: (file, old text, new text, what it breaks)
 MUTATIONS = {
@@ -110,6 +112,37 @@ MUTATIONS = {
                   "if 0 < self.depth < self.weight_groups else self", "K = depth trained twice", CLASSES),
     "drop-threshold": ("resflow/analysis/hierarchy.py", "if y < DROP_FRACTION * math.log(classes)]",
                        "if y < math.log(classes)]", "the drop depth against the uniform guess itself", CLASSES),
+    # training routes and verdict v3 (issue 35): run against their own tests
+    "tail-point-ratio": ("resflow/analysis/extrapolation.py", "ratio = max(upper, last / float(falls[-2]))",
+                         "ratio = fitted", "the tail's ratio without its upper bound and the last ratio", V3),
+    "tail-flat-free": ("resflow/analysis/extrapolation.py", "        ratio = q ** -slowest_gamma",
+                       "        ratio = 0.0", "falls within the noise read as nothing left to lose", V3),
+    "agreement-off": ("resflow/analysis/certification.py", "if spreads and not high <= route_tolerance:",
+                      "if False:", "routes that disagree certified", V3),
+    "agreement-best": ("resflow/analysis/certification.py", "worst = max(groups.values(), key=lambda v: v.mean())",
+                       "worst = min(groups.values(), key=lambda v: v.mean())", "the spread of the best route with itself",
+                       V3),
+    "tails-ignored": ("resflow/analysis/certification.py", "if passed < len(tails):", "if False:",
+                      "a depth certified while its students still fall", V3),
+    "route-error-sides": ("resflow/analysis/certification.py",
+                          "return float(np.sum(-w[w < 0] * s[w < 0])), float(np.sum(w[w > 0] * s[w > 0]))",
+                          "return float(np.sum(w[w > 0] * s[w > 0])), float(np.sum(-w[w < 0] * s[w < 0]))",
+                          "a deep depth's spread lowering the exponent", V3),
+    "best-is-worst": ("resflow/analysis/fits.py", "pick = score.argmin(axis=-1)",
+                      "pick = np.where(np.isfinite(score), score, -np.inf).argmax(axis=-1)",
+                      "each depth's worst student read as its best", V3),
+    "separation-unpaired": ("resflow/analysis/separation.py", "diffs = np.array([a[r] - b[r] for r in common], float)",
+                            "diffs = np.array([a[r] - b[common[-1 - i]] for i, r in enumerate(common)], float)",
+                            "replicates paired with other replicates' teachers", V3),
+    "parent-init-0": ("resflow/training/routes.py",
+                      'want = dataclasses.replace(spec, route="scratch", depth=spec.depth // 2, length=1.0, budget=1.0)',
+                      'want = dataclasses.replace(spec, route="scratch", depth=spec.depth // 2, length=1.0, budget=1.0, '
+                      'init=0)', "every continuation student from init 0's parent", V3),
+    "smooth-not-smooth": ("resflow/training/block.py", "        W1, b1 = W1[:1].repeat(spec.depth, 1, 1, 1), b1[:1]"
+                          ".repeat(spec.depth, 1, 1)", "        pass", "the smooth start drawn as scratch", V3),
+    "init-ignored": ("resflow/training/block.py", "student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, "
+                     "spec.route)", "student_seed(spec.replicate, spec.scheme, spec.depth)",
+                     "every init and route the same draw", V3),
 }
 
 
@@ -122,7 +155,7 @@ def run(name: str) -> tuple[bool, float]:
     t0 = time.time()
     file.write_text(text.replace(old, new))
     try:
-        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "2", "-p", "no:cacheprovider",
+        result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", os.environ.get("MUTATE_WORKERS", "2"), "-p", "no:cacheprovider",
                                  *(tests[0] if tests else TESTS)], cwd=ROOT, capture_output=True, text=True)
     finally:
         file.write_text(text)

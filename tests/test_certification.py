@@ -46,6 +46,21 @@ def test_a_slow_fall_hidden_in_noise_is_bounded_by_the_slowest_admitted_decay():
             assert result.ratio == pytest.approx(rho)
 
 
+def test_falls_within_the_noise_are_bounded_by_the_slowest_admitted_tail_not_read_as_zero():
+    """A flat loss with noisy batches: the falls are within their noise, the bound is the t^-0.1 tail of the last
+    fall's ceiling (ratio 2^-0.1), computed exactly; a slow fall to zero hidden in that noise is refused by it."""
+    rng = np.random.default_rng(7)
+    flat = np.ones((4, 16)) * (1 + rng.normal(0, 0.01, (1, 16))) + rng.normal(0, 0.002, (4, 16))
+    result = tail_test(flat, lengths=STEPS)
+    falls = flat[:-1] - flat[1:]
+    ceiling = max(falls[-1].mean(), 0) + stats.t.ppf(0.95, 15) * falls[-1].std(ddof=1) / 4
+    rho = 2.0 ** -TAIL_SLOWEST_GAMMA
+    assert result.case == "within noise" and result.ratio == pytest.approx(rho)
+    assert result.gain_bound == pytest.approx(ceiling * rho / (1 - rho) / flat[-1].mean())
+    hidden = (STEPS ** -0.004)[:, None] * (1 + rng.normal(0, 0.01, (1, 16))) + rng.normal(0, 0.004, (4, 16))
+    assert not tail_test(hidden, lengths=STEPS).passed
+
+
 def test_a_planted_loss_at_its_limit_is_accepted():
     """L(t) = L_inf (1 + 0.3 (t/t1)^-1): 2.5% left at the longest length; accepted on (nearly) every seed, and the
     bound is never below the truth when it is computed from a fit."""
