@@ -20,23 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from resflow.experiments import preset
-from resflow.training import StudentSpec, Trainer
+from resflow.training import StudentSpec
 
-
-def ms_per_step(trainer: Trainer, steps: int) -> float:
-    state = trainer.init(0)
-    for _ in range(10):
-        trainer.step(state, *trainer.next_batch(state))
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        trainer.step(state, *trainer.next_batch(state))
-    return (time.perf_counter() - t0) / steps * 1e3
+sys.path.insert(0, str(Path(__file__).parent))
+from routes import ms_per_step  # noqa: E402  (the same timing as the routes benchmark)
 
 
 def main(argv=None) -> int:
@@ -63,10 +56,9 @@ def main(argv=None) -> int:
         for depth in config.depths:
             specs = [StudentSpec(t, "euler", depth, r, init=i) for t in config.targets for r in config.replicate_ids
                      for i in range(args.inits)]
-            timings[str(depth)].append(ms_per_step(Trainer(specs, teachers, config.train), args.steps))
-        trainer = Trainer([StudentSpec(t, "euler", 1, r) for t in config.targets for r in config.replicate_ids],
-                          teachers, config.train)
-        timings["teachers"].append(ms_per_step(trainer, args.steps))
+            timings[str(depth)].append(ms_per_step(config.train, specs, teachers, args.steps))
+        alone = [StudentSpec(t, "euler", 1, r) for t in config.targets for r in config.replicate_ids]
+        timings["teachers"].append(ms_per_step(config.train, alone, teachers, args.steps))
     median = {k: float(np.median(v)) for k, v in timings.items()}
     teacher = median.pop("teachers")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, preset {args.preset}: {len(config.targets)} "
