@@ -176,7 +176,7 @@ def test_api_corpus(entry):
 # ------------------------------------------------------------------------------------ CLI cases
 TINY = ["train.steps=4", "train.eval_every=2", "train.eval_batches=1", "train.eval_batch_size=8",
         "train.batch=4", "width=4", "teacher_depth=4", "depths=2,4", "replicates=1", "train.device=cpu",
-        "train.checkpoint_every=2"]
+        "train.checkpoint_every=2", "routes=scratch", "inits=1", "lengths=0.5,1"]
 
 
 def checksum(path: Path) -> str:

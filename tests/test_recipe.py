@@ -18,6 +18,8 @@ from resflow.training import StudentSpec, TrainConfig, Trainer, init_student, st
 from resflow.training.engine import PREFETCH
 
 DEPTHS = (1, 2, 4, 16)
+# the cpu preset trains two routes and two inits at five lengths (verdict v3); the recipe tests here need one route
+ONE_ROUTE = ["routes=scratch", "inits=1", "lengths=0.25,0.5,1"]
 
 
 def trainer(loss="mse", dtype="float64", **kw):
@@ -192,7 +194,7 @@ def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
     from resflow.training import lr_multiplier
 
     config = preset("smooth-vs-rough", "cpu").with_overrides(
-        ["depths=8,2", "budgets=1,0.25", "replicates=1", "train.steps=400"])  # budgets follow depths
+        ["depths=8,2", "budgets=1,0.25", "replicates=1", "train.steps=400", *ONE_ROUTE])  # budgets follow depths
     specs = config.student_specs()
     steps = {(s.depth, s.length): s.steps(400) for s in specs}
     assert steps == {(2, 0.25): 25, (2, 0.5): 50, (2, 1.0): 100, (8, 0.25): 100, (8, 0.5): 200, (8, 1.0): 400}
@@ -204,7 +206,7 @@ def test_a_students_budget_sets_its_steps_and_compresses_its_schedule():
     with pytest.raises(ConfigError, match="one share of the run's steps per depth"):
         config.with_overrides(["depths=2,4,8"])
     assert config.with_overrides(["budgets="]).to_dict() == preset("smooth-vs-rough", "cpu").with_overrides(
-        ["depths=2,8", "replicates=1", "train.steps=400"]).to_dict()  # the default leaves run ids as they were
+        ["depths=2,8", "replicates=1", "train.steps=400", *ONE_ROUTE]).to_dict()  # the default leaves run ids as they were
 
 
 def test_each_replicate_has_its_own_teachers_and_the_targets_of_a_replicate_share_a_seed():
@@ -270,8 +272,8 @@ def test_doubling_continuation_with_budgets_resumes_stage_by_stage(tmp_path):
 
     config = preset("smooth-vs-rough", "cpu").with_overrides(
         ["depths=2,4", "budgets=1,0.5", "replicates=1", "train.steps=8", "train.eval_every=4",
-         "train.eval_batches=1", "train.eval_batch_size=16", "train.batch=8", "init=doubling", "lengths=0.25,0.5,1",
-         "targets=tied"])
+         "train.eval_batches=1", "train.eval_batch_size=16", "train.batch=8", "init=doubling", "targets=tied",
+         *ONE_ROUTE])
     run_dir = tmp_path / "work" / "smooth-vs-rough-20260101T000000Z"
     (run_dir / "depth-2").mkdir(parents=True)
     from resflow.workflows.run import train_dataset

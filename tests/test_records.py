@@ -19,8 +19,9 @@ from resflow.store import Store
 OLD = Path(__file__).parent / "data" / "records-0.3.0"
 TINY = ["train.steps=40", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=64", "train.batch=16",
         "width=6", "teacher_depth=8", "vocab=8", "depths=2,4", "replicates=2", "train.device=cpu"]
+V2 = ["routes=scratch", "inits=1", "lengths=0.25,0.5,1", "train.checkpoint_every=1000"]  # the cpu preset before v3
 RUNS = {  # the fixture's runs (tests/data/records-0.3.0/README.md): experiment -> extra overrides
-    "smooth-vs-rough": [], "group-students": ["student_groups=0,2"], "temperature": ["train.temperatures=0.3,1.0"]}
+    "smooth-vs-rough": V2, "group-students": ["student_groups=0,2"], "temperature": ["train.temperatures=0.3,1.0", *V2]}
 ADDED = {"smooth-vs-rough": ("student_groups", "temperature", "route", "init"),
          "group-students": ("temperature", "route", "init"), "temperature": ("student_groups", "route", "init")}
 

@@ -153,7 +153,7 @@ def test_a_worker_killed_mid_task_is_retried_and_the_store_equals_the_serial_run
     deadline = time.monotonic() + 60
     killed, records_at_kill = None, None
     while killed is None and time.monotonic() < deadline:  # kill a worker once a cell has a checkpoint
-        if work.is_dir() and any(work.glob("*/checkpoint.pt")) and (pids := _dask_workers()):
+        if work.is_dir() and any(work.glob("*/**/checkpoint.pt")) and (pids := _dask_workers()):
             os.kill(pids[0], signal.SIGKILL)
             killed, records_at_kill = pids[0], len(list((out / "runs").glob("toy-run--*.zarr")))
         time.sleep(0.05)

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import xarray as xr
 import pytest
 import torch
 
@@ -97,8 +98,15 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     for name in ("trajectory_error", "local_error", "euler_local_error", "output_error", "error_coherence",
                  "error_linearity"):
         assert name in ds and "long_name" in ds[name].attrs
-    coherence = ds["error_coherence"].values
-    assert np.all(np.isfinite(coherence)) and np.all(coherence > 0)
+    # every student the run trained has its tracking; the cells of a route that does not train a depth
+    # (continuation at the shallowest depth) stay empty
+    from resflow.records import trained_cells
+
+    coherence, trained = xr.broadcast(ds["error_coherence"], trained_cells(ds))
+    coherence, trained = coherence.values, trained.transpose(*coherence.dims).values
+    assert trained.any() and not trained.all()
+    assert np.all(np.isfinite(coherence[trained])) and np.all(coherence[trained] > 0)
+    assert np.all(np.isnan(coherence[~trained]))
     # a student's trajectory error starts at 0 (same input state) and its layers beyond its depth are NaN
     tied = ds.sel(target="tied", depth=2, length=1.0).isel(scheme=0, replicate=0, student_groups=0, temperature=0,
                                                         route=0, init=0)
@@ -116,8 +124,8 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
                    "| teacher | drift [90%] |", "asymptotic α [95%] (estimate)", "coherence exponent c",
                    "path time of h_1", "| teacher | ℓ | route spread [upper] |"):
         assert header in text, header
-    assert report(str(tmp_path / "store"), replicate=0).splitlines()[0].endswith("1 replicates, routes scratch, "
-                                                                                  "1 init each")
+    assert report(str(tmp_path / "store"), replicate=0).splitlines()[0].endswith(
+        "1 replicate, routes scratch + continuation, 2 inits each")
     from resflow.errors import ConfigError
 
     with pytest.raises(ConfigError, match="replicate must be one of"):

@@ -90,7 +90,8 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
     fits = fit_dataset(ds)
     routes = [str(r) for r in ds["route"].values]
     starts = f", routes {' + '.join(routes)}, {ds.sizes['init']} init{'s' if ds.sizes['init'] > 1 else ''} each"
-    lines = [f"run {record}: {ds.sizes['replicate']} replicates{starts}", ""]
+    n = ds.sizes["replicate"]
+    lines = [f"run {record}: {n} replicate{'s' if n > 1 else ''}{starts}", ""]
     dims = list(SERIES_DIMS)
     varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
 

@@ -158,6 +158,7 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
     import torch
     from filelock import FileLock
 
+    from ..records import trained_cells
     from .run import has_checkpoint, train_dataset
 
     store = Store.open(store_path)
@@ -173,7 +174,8 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
                 return existing
             config = cell.config(base)
             _, ds, _ = train_dataset(config, run_dir=work, resume=has_checkpoint(work))
-            if bool(np.all(ds["failed"].values)):
+            if not bool((ds["failed"] == 0).where(trained_cells(ds), False).any()):  # cells a route leaves empty
+                # (continuation at the shallowest depth) hold no student: they neither fail nor count
                 reasons = sorted({str(r) for r in np.ravel(ds["fail_reason"].values) if str(r)})
                 raise SweepCellError(f"every student diverged ({'; '.join(reasons) or 'non-finite loss'}).")
             ds.attrs.update(sweep=sweep_id, sweep_cell=cell.key, sweep_point=json.dumps(dict(cell.point)))
