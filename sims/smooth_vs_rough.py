@@ -77,6 +77,7 @@ EXPERIMENT = Experiment(
            "cpu-certified": "the cpu routes for about an hour, one replicate: what verdict v3 certifies at 48k steps",
            "cpu-converged": "verdict v2's long run: one route, one replicate (about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
-    costs={"cpu": "12 min 20 s at 3k steps on 2 idle cores before its evaluations were thinned (docs/results.md)",
+    costs={"cpu": "11 min 48 s for `make demo` from a fresh clone on 2 idle cores (docs/results.md)",
+           "cpu-certified": "65 min of training on one thread, resumed once (docs/results.md)",
            "cpu-converged": "54 min on one thread of a shared machine (docs/results.md)"},
 )

@@ -3,9 +3,9 @@
 import math
 
 import numpy as np
-import xarray as xr
 import pytest
 import torch
+import xarray as xr
 
 from resflow import Teacher
 from resflow.analysis.tracking import tracking_metrics
