@@ -76,3 +76,43 @@ def test_bad_input_exits_nonzero_without_traceback(tmp_path):
     unnamed = runner.invoke(app, ["demo"])
     assert unnamed.exit_code == 2 and "no demo named" in unnamed.output and "overview" in unnamed.output
     assert runner.invoke(app, ["nonsense"]).exit_code != 0
+
+
+def test_progress_in_a_log_is_plain_lines_every_five_percent_or_minute(capsys):
+    """Where stderr is not a terminal the progress is a plain line per 5% of the work (or per minute), each with
+    the share, elapsed time, ETA and the note, none for updates in between; markup is dropped."""
+    from resflow.cli.app import plain_progress
+
+    now = [0.0]
+    with plain_progress("training", 1000, clock=lambda: now[0]) as update:
+        for step in range(0, 1001, 10):  # 101 updates, one second each
+            now[0] = float(step // 10)
+            update(step, note="[red]loss[/] 1e-3")
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 21  # 0%, 5%, ..., 100%
+    assert lines[10] == "training: 500/1000 (50%), 0m50s elapsed, ETA 0m50s, loss 1e-3"
+    assert lines[-1].startswith("training: 1000/1000 (100%), 1m40s elapsed, loss")
+    now[0] = 0.0
+    with plain_progress("fitting", None, clock=lambda: now[0]) as update:  # no total: a line per minute
+        for second in range(0, 181, 1):
+            now[0] = float(second)
+            update(second)
+    lines = capsys.readouterr().err.splitlines()
+    assert [ln.split(",")[0] for ln in lines] == ["fitting: 0", "fitting: 60", "fitting: 120", "fitting: 180"]
+
+
+def test_a_run_logged_to_a_file_shows_its_progress(tmp_path):
+    """The main command with stderr to a file (a log, no terminal) writes progress lines while it trains."""
+    log = tmp_path / "log"
+    args = ["run", "smooth-vs-rough", "--out", str(tmp_path / "s"), "--device", "cpu"]
+    for setting in ("train.steps=40", "train.eval_every=20", "train.eval_batches=1", "train.eval_batch_size=32",
+                    "train.batch=16", "width=4", "teacher_depth=8", "depths=2,4", "replicates=1", "routes=scratch",
+                    "inits=1", "lengths=0.5,1"):
+        args += ["--set", setting]
+    with log.open("w") as err:
+        done = subprocess.run([sys.executable, "-m", "resflow.cli", *args], stdout=subprocess.DEVNULL, stderr=err,
+                              env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    text = log.read_text()
+    assert done.returncode == 0, text
+    progress = [ln for ln in text.splitlines() if ln.startswith("training: ")]
+    assert len(progress) >= 3 and "(100%)" in progress[-1] and "ETA" in " ".join(progress), text
