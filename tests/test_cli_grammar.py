@@ -67,6 +67,28 @@ def test_every_work_command_refuses_an_unknown_device_before_working(args, tmp_p
     assert result.exit_code == 2 and "choose auto, cpu or cuda" in result.output and not (tmp_path / "s").exists()
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is here: cuda is a valid device")
+@pytest.mark.parametrize("args", [["probe", "teacher:tied"], ["intervene", "teacher:tied"]], ids=lambda a: a[0])
+def test_a_teacher_command_refuses_cuda_without_a_gpu_and_writes_nothing(args, tmp_path):
+    """probe and intervene refuse --device cuda on a machine without a GPU, as run and bench do (they used to
+    exit 0 having run on the CPU, the record saying nothing of the device)."""
+    result = CliRunner().invoke(app, [*args, "--device", "cuda", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "no CUDA device" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_probe_record_says_where_it_ran(tmp_path):
+    import json
+
+    from resflow.store import Store
+
+    result = CliRunner().invoke(app, ["probe", "teacher:tied", "--device", "cpu", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    store = Store.open(tmp_path / "s")
+    [record] = store.records(kind="probe")
+    assert json.loads(store.attrs(record)["config"])["device"] == {"teachers": "cpu", "models": "cpu"}
+
+
 def test_help_shows_flags_as_flags():
     text = CliRunner().invoke(app, ["probe", "--help"], env={"COLUMNS": "120"}).output
     assert re.search(r"--json\s+Machine", text) and "<bool>" not in text and "--bf16" in text

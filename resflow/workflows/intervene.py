@@ -90,6 +90,7 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
     if not models:
         raise ConfigError("models must name at least one model or teacher (e.g. teacher:tied).")
     report = progress or (lambda model, done, total: None)
+    hf_device = resolve_device(device)  # before any work: --device cuda without a GPU is refused
     datasets = []
     for k, name in enumerate(models):
         report(name, k, len(models))
@@ -99,7 +100,7 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
             from ..llm.interventions import intervene_model
 
             result = intervene_model(name, prompt, target=target, subject=subject, interventions=interventions,
-                                     device=resolve_device(device), seed=seed,
+                                     device=hf_device, seed=seed,
                                      progress=lambda what, done, total, k=k, name=name:
                                      report(f"{name}: {what} {done}/{total}", k, len(models)))
             ds = intervention_dataset(
@@ -113,7 +114,8 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
     store = Store.open(out, create=True)
     records = []
     for ds in datasets:
-        ds.attrs.update(provenance({"model": ds.attrs["model"], "seed": seed}))
+        ran_on = "cpu" if ds.attrs["model"].startswith(TEACHER_PREFIX) else str(hf_device)  # teachers: the CPU
+        ds.attrs.update(provenance({"model": ds.attrs["model"], "seed": seed, "device": ran_on}))
         records.append(store.write(ds, kind="intervention", name=ds.attrs["model"].replace("/", "-")))
     figure = save_figure(plot_interventions(datasets), store.work_dir("intervene") / "interventions.png",
                          provenance({"models": list(models), "records": records}, seed=seed))

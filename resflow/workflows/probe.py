@@ -65,6 +65,9 @@ def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_
     if not models:
         raise ConfigError("models must name at least one model or teacher (e.g. teacher:tied).")
     report = progress or (lambda model, done, total: None)
+    # resolved before any work: --device cuda without a GPU is refused, not run on the CPU; teachers are
+    # probed on the CPU whatever the device, and the provenance says where each kind ran
+    hf_device = str(resolve_device(device))
     results = []
     for k, name in enumerate(models):
         report(name, k, len(models))
@@ -76,10 +79,12 @@ def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_
         if texts is None:
             raise ConfigError(f"probing {name!r} needs --texts FILE (one text per line).")
         results.append(probe_hf(name, read_texts(texts), max_tokens=max_tokens, batch_size=batch_size,
-                                device=str(resolve_device(device)), dtype=torch.bfloat16 if bf16 else torch.float32))
+                                device=hf_device, dtype=torch.bfloat16 if bf16 else torch.float32))
     report("", len(models), len(models))
     store = Store.open(out, create=True)
-    prov = provenance({"models": list(models), "texts": str(texts), "max_tokens": max_tokens}, seed=0)
+    devices = {"teachers": "cpu", "models": hf_device}
+    prov = provenance({"models": list(models), "texts": str(texts), "max_tokens": max_tokens, "device": devices},
+                      seed=0)
     ds = probe_dataset(results)
     ds.attrs.update(prov)
     record = store.write(ds, kind="probe", name="probe")
