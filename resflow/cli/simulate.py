@@ -183,17 +183,10 @@ def fit(
     run: Annotated[str | None, typer.Option("--run", help="Only this toy-run record (its id).")] = None,
 ) -> None:
     """Fit the depth exponents of every toy run in a store (writes fit records; reuses existing ones)."""
-    from resflow import ConfigError
     from resflow.workflows import fit_store
 
     with user_errors(), interruptible("fit records already written are kept; run the command again to go on"):
-        runs = fit_store(store)
-        if run is not None:
-            ids = [r.run for r in runs]
-            if run not in ids:
-                raise ConfigError(f"--run {run!r} is not a toy-run record of {str(store)!r}; it has "
-                                  f"{', '.join(ids)}.")
-            runs = [r for r in runs if r.run == run]
+        runs = fit_store(store, run=run)
         for r in runs:
             if r.skipped:
                 err_console.print(f"[yellow]skipped[/] {r.run}: {r.skipped}", highlight=False)

@@ -49,8 +49,10 @@ def latest_fit_records(store: Store, *, settings_json: str | None = None) -> dic
     return out
 
 
-def fit_store(store: Path | str | Store, settings: FitSettings | None = None) -> list[RunFits]:
-    """Fit (or read back the fits of) every ``toy-run`` record of ``store``, oldest first.
+def fit_store(store: Path | str | Store, settings: FitSettings | None = None, *,
+              run: str | None = None) -> list[RunFits]:
+    """Fit (or read back the fits of) every ``toy-run`` record of ``store``, oldest first (only the record
+    ``run`` when given; the others are not read).
 
     A record this resflow cannot fit (written by another version, or damaged) is skipped with the reason in
     :attr:`RunFits.skipped`; if no record could be fitted the call raises :class:`ConfigError`."""
@@ -58,6 +60,11 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None) ->
     runs = store.records(kind="toy-run")
     if not runs:
         raise ConfigError(f"no toy runs in store {str(store.path)!r}; `resflow run` writes them.")
+    if run is not None:
+        if run not in [info.id for info in runs]:
+            raise ConfigError(f"--run {run!r} is not a toy-run record of {str(store.path)!r}; it has "
+                              f"{', '.join(info.id for info in runs)}.")
+        runs = [info for info in runs if info.id == run]
     settings = settings or FitSettings()
     out = []
     for info in runs:
