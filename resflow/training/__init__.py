@@ -15,6 +15,7 @@ module              what it holds
 ``optim``           Adam on a flat buffer with a learning rate per element
 ``soap``            SOAP (Adam in Shampoo's eigenbasis) on a bank's flat buffers, batched
 ``state``           :class:`TrainState` and versioned checkpoints
+``threads``         :class:`ThreadGovernor`: the torch thread count, from the cores the machine has free
 ``graphs``          CUDA graphs of the training step (GPU only)
 ``engine``          :class:`Trainer`: ``init``/``step``/``evaluate``, banks, forks, optimiser updates
 ``driver``          :func:`train`: the loop around the trainer (evaluations, checkpoints, resume)

@@ -12,10 +12,13 @@ every 2 ms (CPU), or ``torch.cuda.max_memory_allocated`` (GPU).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +51,8 @@ class BenchCase:
     replicates: int
     batch: int
     steps: int  # timed steps per round (after warm-up)
+    loaded: bool = False  # timed beside a busy competing process (one core's worth of pure Python)
+    quiet: str | None = None  # the case it is the loaded twin of (its slowdown is reported against it)
 
     def build(self, device: str) -> tuple[list[StudentSpec], dict[str, Teacher], TrainConfig]:
         targets = ("independent", "tied")
@@ -67,7 +72,12 @@ CASES = {
     # the study's shapes: width 32 (hidden 128), teacher 128, depths 6-48, batch 1024 (one replicate)
     "study": BenchCase(name="study", width=32, teacher_depth=128, depths=(6, 12, 16, 24, 32, 48), replicates=1,
                        batch=1024, steps=4),
+    # the cpu preset's step beside one busy process (a `while True: pass` started with the case): what a user's
+    # laptop sees; the engine's thread count follows the free cores (resflow.training.threads)
+    "cpu-preset-loaded": BenchCase(name="cpu-preset-loaded", width=16, teacher_depth=32, depths=(2, 4, 8, 16),
+                                   replicates=3, batch=512, steps=20, loaded=True, quiet="cpu-preset"),
 }
+WARM_UP_S = 1.0  # seconds of steps before timing: the governor has looked at the machine at least once
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +97,8 @@ class BenchRow:
     rounds: int
     steps_per_round: int
     device: str
-    threads: int
+    threads: int  # torch threads during the timed steps (the governor's choice, last round)
+    slowdown_vs_quiet: float | None = None  # a loaded case: its time over its quiet twin's, median over rounds
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -150,15 +161,35 @@ class _PeakMemory:
             self.peak = max(self.top - self.base, 0) / 2**20
 
 
-def _timed(step: Callable[[torch.Tensor], None], batches: list[torch.Tensor], device: torch.device) -> float:
-    """Seconds per step over ``batches`` (after one warm-up step)."""
+def _timed(step: Callable[[torch.Tensor], None], batches: list[torch.Tensor], device: torch.device,
+           warm_up_s: float = 0.0) -> float:
+    """Seconds per step over ``batches`` (after one warm-up step, repeated for at least ``warm_up_s``)."""
+    t0 = time.perf_counter()
     step(batches[0])
+    while time.perf_counter() - t0 < warm_up_s:
+        step(batches[0])
     _sync(device)
     t0 = time.perf_counter()
     for x in batches[1:]:
         step(x)
     _sync(device)
     return (time.perf_counter() - t0) / (len(batches) - 1)
+
+
+@contextlib.contextmanager
+def _competitor(on: bool):
+    """A busy process (pure Python, one core) for the duration of the block, when ``on``."""
+    if not on:
+        yield
+        return
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.2)  # running before the first timed step
+        yield
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def run_bench(device: str = "auto", *, cases: tuple[str, ...] = tuple(CASES), rounds: int = 3,
@@ -177,12 +208,14 @@ def run_bench(device: str = "auto", *, cases: tuple[str, ...] = tuple(CASES), ro
         trainers[name] = Trainer(specs, teachers, config)
         state = trainers[name].init(0)
         # the engine as train() drives it: its own data stream, teachers run ahead (PREFETCH batches)
-        steps[name] = {"batched": lambda x, t=trainers[name], s=state: t.step(s, *t.next_batch(s)),
-                       "loop": ReferenceLoop(specs, teachers, config).step}
+        steps[name] = {"batched": lambda x, t=trainers[name], s=state: t.step(s, *t.next_batch(s))}
+        if not CASES[name].loaded:  # the loop is the reference of the quiet case only
+            steps[name]["loop"] = ReferenceLoop(specs, teachers, config).step
     times: dict[tuple[str, str], list[float]] = {}
     sgemm: list[float] = []
     memory: dict[tuple[str, str], float | None] = {}
-    total, done = rounds * (1 + 2 * len(cases)), 0
+    threads: dict[str, int] = {}
+    total, done = rounds * (1 + sum(len(steps[name]) for name in cases)), 0
     for _ in range(rounds):
         report("sgemm", done, total)
         sgemm.append(sgemm_gflops(dev))
@@ -194,8 +227,10 @@ def run_bench(device: str = "auto", *, cases: tuple[str, ...] = tuple(CASES), ro
                        for _ in range(case.steps + 1)]
             for engine, step in steps[name].items():
                 report(f"{name} {engine}", done, total)
-                with _PeakMemory(dev) as peak:
-                    seconds = _timed(step, batches, dev)
+                with _competitor(case.loaded), trainers[name].threads, _PeakMemory(dev) as peak:
+                    seconds = _timed(step, batches, dev, WARM_UP_S if engine == "batched" else 0.0)
+                    if engine == "batched":
+                        threads[name] = torch.get_num_threads()
                 times.setdefault((name, engine), []).append(seconds)
                 memory[(name, engine)] = peak.peak if memory.get((name, engine)) is None else max(
                     memory[(name, engine)], peak.peak or 0.0)
@@ -205,18 +240,23 @@ def run_bench(device: str = "auto", *, cases: tuple[str, ...] = tuple(CASES), ro
     for name in cases:
         trainer = trainers[name]
         flops = trainer.flops_per_step(CASES[name].batch)
-        for engine in ("batched", "loop"):
+        quiet = CASES[name].quiet if CASES[name].quiet in cases else None
+        for engine in steps[name]:
             per_round = times[(name, engine)]
-            loop_ratio = [loop / mine for loop, mine in zip(times[(name, "loop")], per_round, strict=True)]
+            loop_ratio = ([loop / mine for loop, mine in zip(times[(name, "loop")], per_round, strict=True)]
+                          if (name, "loop") in times else None)
+            slowdown = ([mine / calm for mine, calm in zip(per_round, times[(quiet, engine)], strict=True)]
+                        if quiet and (quiet, engine) in times else None)
             fractions = [flops / seconds / 1e9 / rate for seconds, rate in zip(per_round, sgemm, strict=True)]
             rows.append(BenchRow(
                 case=name, engine=engine, ms_per_step=statistics.median(per_round) * 1e3, gflops=flops / 1e9,
                 gflops_per_s=flops / statistics.median(per_round) / 1e9,
                 fraction_of_sgemm=statistics.median(fractions),
-                speedup_vs_loop=None if engine == "loop" else statistics.median(loop_ratio),
+                speedup_vs_loop=None if engine == "loop" or loop_ratio is None else statistics.median(loop_ratio),
                 peak_mem_mb=memory[(name, engine)], sgemm_gflops_per_s=statistics.median(sgemm),
                 students=len(trainer.order), rounds=rounds, steps_per_round=CASES[name].steps, device=str(dev),
-                threads=torch.get_num_threads(),
+                threads=threads[name] if engine == "batched" else torch.get_num_threads(),
+                slowdown_vs_quiet=None if slowdown is None else statistics.median(slowdown),
             ))
     return rows
 

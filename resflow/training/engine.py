@@ -22,8 +22,10 @@ students at full length: its schedule coincides with theirs for its first steps
 state (parameters and optimiser moments) at that step and trains only from there -- the same
 students, data and updates as copies trained from the start, for less work.
 
-No global torch setting is changed: TF32 (``train.tf32`` on a GPU) is switched on for the training
-loop only (:meth:`Trainer.precision`) and restored after it.
+No global torch setting is changed for good: TF32 (``train.tf32`` on a GPU) is switched on for the training
+loop only (:meth:`Trainer.precision`) and restored after it, and on a CPU the torch thread count follows the
+cores the machine has free while ``with trainer.threads:`` is entered (:mod:`resflow.training.threads`), then
+goes back to what it was.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from .soap import SoapLayout, SoapSettings, soap_apply, soap_init
 from .state import CHECKPOINT_NAME, TrainState
 from .targets import Targets, check_run
 from .teacher import Teacher
+from .threads import ThreadGovernor
 
 __all__ = ["Trainer", "resolve_device", "CHECKPOINT_NAME", "PREFETCH"]
 
@@ -74,6 +77,7 @@ class Trainer:
         check_run(specs, teachers, config)
         self.config = config
         self.device = resolve_device(config.device)
+        self.threads = ThreadGovernor(self.device)  # the CPU thread count, checked as it trains (enter it)
         self.dtype = getattr(torch, config.dtype)
         any_teacher = next(iter(teachers.values()))
         self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
@@ -261,6 +265,7 @@ class Trainer:
         """One Adam step of every student still training, on the batches ``x`` (R, B, d); returns the
         state (its buffers are updated in place).  ``finals``: the slots' teacher outputs on ``x``, if
         known (:meth:`next_batch`)."""
+        self.threads.tick()
         self._fork(state)
         banks = self.active(state.step)
         if finals is None:

@@ -24,7 +24,7 @@ __all__ = ["CHECKS", "BenchResult", "bench_dataset", "bench_engine"]
 #: what ``--check NAME`` compares against float32 eager: the TrainConfig settings switched on
 CHECKS = {"tf32": {"tf32": True}, "cuda-graphs": {"cuda_graphs": True}}
 NUMERIC = ("ms_per_step", "gflops", "gflops_per_s", "fraction_of_sgemm", "speedup_vs_loop", "peak_mem_mb",
-           "sgemm_gflops_per_s", "students", "rounds", "steps_per_round", "threads")
+           "sgemm_gflops_per_s", "students", "rounds", "steps_per_round", "threads", "slowdown_vs_quiet")
 
 
 @dataclass(frozen=True, kw_only=True)
