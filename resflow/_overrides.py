@@ -1,7 +1,8 @@
 """Typed ``key=value`` overrides of a configuration dataclass (private module).
 
 Each value is parsed by the *declared type* of its field, so ``depths=2,4,8`` gives a tuple of ints and
-``train.tf32=true`` a bool; an unknown key is refused with the valid ones.  Shared by every experiment's
+``train.tf32=true`` a bool; an unknown key is refused with the closest valid ones and where all are listed
+(``resflow run EXPERIMENT --list-keys``).  Shared by every experiment's
 configuration (:class:`resflow.experiments.ExperimentConfig`, :class:`resflow.llm.LadderConfig`).
 """
 
@@ -12,7 +13,7 @@ import types
 import typing
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, UnknownNameError
 
 __all__ = ["field_types", "typed_assignment"]
 
@@ -46,8 +47,7 @@ def typed_assignment(item: str, keys: dict[str, Any]) -> tuple[str, Any]:
     if not sep:
         raise ConfigError(f"--set expects key=value; got {item!r}.")
     if key not in keys:
-        group = [k for k in keys if k.startswith("train.")] if key.startswith("train.") else list(keys)
-        raise ConfigError(f"unknown key {key!r}; valid keys are: {', '.join(group)}.")
+        raise UnknownNameError.of("key", key, keys, listing="`resflow run EXPERIMENT --list-keys`")
     kind = keys[key]
     try:
         return key, _convert(raw.strip(), kind, key)

@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import ConfigError, UnknownNameError
+from .errors import ConfigError, UnknownNameError, closest
 
 
 def _received(value: Any) -> str:
@@ -65,7 +65,7 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices`` (strings)."""
     choices = list(choices)
     if not isinstance(value, str) or value not in choices:
-        raise UnknownNameError(
-            f"{name} must be one of {', '.join(map(repr, choices))}; {_received(value)}."
-        )
+        close = closest(value, choices)
+        raise UnknownNameError(f"{name} must be one of {', '.join(map(repr, choices))}; {_received(value)}"
+                               + (f"; did you mean {' or '.join(map(repr, close))}?" if close else "."))
     return value

@@ -38,8 +38,7 @@ def derivation(name: str):
     """The :class:`~resflow.theory.Derivation` of a law (derived once per process)."""
     registry = _registry()
     if name not in registry:
-        raise UnknownNameError(f"unknown law name {name!r}; choose one of {', '.join(registry)} "
-                               "(see `resflow theory`).")
+        raise UnknownNameError.of("law name", name, registry, listing="`resflow theory`")
     return registry[name]()
 
 

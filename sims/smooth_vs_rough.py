@@ -63,7 +63,7 @@ PRESETS = {
 
 
 def figure(ds, fits):
-    from resflow.analysis.plots import plot_experiment
+    from resflow.analysis import plot_experiment
 
     return plot_experiment(ds, fits)
 

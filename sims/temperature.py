@@ -34,6 +34,7 @@ PRESETS = {
 
 
 def figure(ds, fits):
+    from resflow.analysis import Mentions
     from resflow.analysis.fits import exponent_over_training
     from resflow.analysis.groups import one_structure
     from resflow.analysis.plots import colors, new_figure, plot_loss_vs_depth
@@ -43,18 +44,20 @@ def figure(ds, fits):
     fits = [f for f in fits if f.student_groups == 0]  # panels 2 and 3: the plain students
     alpha = exponent_over_training(one_structure(ds)).isel(scheme=0)
     palette = colors("plasma", alpha.sizes["temperature"], stop=0.85)
+    mentions = Mentions()
     for t, style in zip(alpha["target"].values, ("-", "--", ":", "-."), strict=False):
         for color, temp in zip(palette, alpha["temperature"].values, strict=True):
             axes[1].semilogx(np.maximum(alpha["step"].values, 1), alpha.sel(target=t, temperature=temp), style,
-                             color=color, lw=1, label=f"{t} T={temp:.2g}")
+                             color=color, lw=1, label=f"{mentions(t)} T={temp:.2g}")
     axes[1].set(xlabel="step", ylabel="depth exponent α", title="exponent against training steps")
     axes[1].legend(fontsize=6, ncol=2)
     ax = axes[2]
+    mentions = Mentions()
     for target in sorted({f.target for f in fits}):
         rows = sorted((f for f in fits if f.target == target), key=lambda f: f.temperature)
         ax.errorbar([f.temperature for f in rows], [f.exponent for f in rows],
                     yerr=[[f.exponent - f.ci_low for f in rows], [f.ci_high - f.exponent for f in rows]],
-                    fmt="o-", capsize=2, label=target)
+                    fmt="o-", capsize=2, label=mentions(target))
     ax.set(xscale="log", xlabel="teacher temperature T", ylabel="depth exponent α", title="exponent vs temperature")
     ax.legend(fontsize=7)
     return fig

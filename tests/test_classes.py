@@ -340,10 +340,10 @@ def test_compare_shows_the_signatures_of_every_reading_side_by_side(rhm_run, tmp
     probe_models(["teacher:grouped:4"], max_tokens=256, out=out)
     comparison = compare_stores([out], figure=tmp_path / "compare.png")
     rows = {r.name: r for r in comparison.signatures}
-    assert set(rows) == {"hierarchy: rhm:2", "smooth-vs-rough: tied", "smooth-vs-rough: grouped:4",
-                         "teacher:grouped:4"}
-    assert rows["hierarchy: rhm:2"].drop_depth >= 1 and np.isnan(rows["smooth-vs-rough: tied"].drop_depth)
-    assert np.isfinite(rows["smooth-vs-rough: grouped:4"].angle_within)
+    assert set(rows) == {"hierarchy: rhm:2", "smooth-vs-rough: smooth (tied)", "smooth-vs-rough: 4 groups (grouped:4)",
+                         "teacher:grouped:4"}  # toy teachers by their reader's names (resflow.analysis.labels)
+    assert rows["hierarchy: rhm:2"].drop_depth >= 1 and np.isnan(rows["smooth-vs-rough: smooth (tied)"].drop_depth)
+    assert np.isfinite(rows["smooth-vs-rough: 4 groups (grouped:4)"].angle_within)
     assert rows["teacher:grouped:4"].source == "probe" and np.isfinite(rows["teacher:grouped:4"].update_angle)
     assert not any("rhm" in r.name for r in comparison.rows)  # read by its drop depth, not by a power law
 
@@ -357,6 +357,6 @@ def test_signatures_and_reports_of_runs_without_plain_students_or_without_gramma
     with xr.open_dataset(Path(__file__).parent / "data" / "records-0.3.0" / "group-students.nc") as fixture:
         ds = fixture.load()
     rows = toy_signature_rows(ds.sel(student_groups=[2]), "rec", "group-students")
-    assert [r.name for r in rows] == ["group-students: grouped:4, students of 2 weight groups",
-                                      "group-students: independent, students of 2 weight groups"]
-    assert "| grouped:4 |" in report(ds, "rec")  # a hierarchy run given teachers: the usual tables
+    assert [r.name for r in rows] == ["group-students: 4 groups (grouped:4), students of 2 weight groups",
+                                      "group-students: rough (independent), students of 2 weight groups"]
+    assert "| 4 groups (grouped:4) |" in report(ds, "rec")  # a hierarchy run given teachers: the usual tables

@@ -116,3 +116,51 @@ def test_a_run_logged_to_a_file_shows_its_progress(tmp_path):
     assert done.returncode == 0, text
     progress = [ln for ln in text.splitlines() if ln.startswith("training: ")]
     assert len(progress) >= 3 and "(100%)" in progress[-1] and "ETA" in " ".join(progress), text
+
+
+HEAVY = ("torch", "scipy", "xarray")  # seconds to import: a command loads them when it runs, never for help
+
+
+def test_help_loads_no_heavy_library():
+    """`import resflow.cli` and the help of every command load none of torch, scipy, xarray (help answers at once:
+    `resflow --help` took 2.3 s when the command modules imported them)."""
+    script = f"""
+import sys
+import resflow.cli
+loaded = [m for m in {HEAVY!r} if m in sys.modules]
+from typer.testing import CliRunner
+for args in ([], ["run"], ["fit"], ["report"], ["demo"], ["bench"], ["sweep"], ["llm-fit"], ["compare"], ["probe"],
+             ["intervene"], ["tableaux"], ["theory"], ["store"], ["store", "check"], ["store", "gc"]):
+    assert CliRunner().invoke(resflow.cli.app, [*args, "--help"]).exit_code == 0, args
+print(loaded, [m for m in {HEAVY!r} if m in sys.modules])
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "[]"], out.stdout
+    exe = shutil.which("resflow") or str(__import__("pathlib").Path(sys.executable).parent / "resflow")
+    shown = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "Commands" in shown.stdout
+
+
+def test_the_names_in_help_are_the_registry():
+    """Help names experiments and presets without importing them (names.py); they are the registry's."""
+    from resflow.cli.names import PRESETS, experiment_names
+    from resflow.experiments import registered
+
+    assert experiment_names() == list(registered())
+    assert PRESETS == tuple(sorted({p for e in registered().values() for p in e.presets}))
+
+
+def test_demo_list_shows_whole_descriptions():
+    """Each demo's description is its docstring's whole first paragraph, wrapped to the terminal, never cut
+    mid-sentence (it showed the first line of the docstring: "... teacher, each with the")."""
+    from resflow.demos import DEMOS
+
+    result = runner.invoke(app, ["demo", "--list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.output.split())
+    assert all(len(line) <= 80 for line in result.output.splitlines())
+    for name, function in DEMOS.items():
+        first_paragraph = " ".join(function.__doc__.strip().split("\n\n")[0].split())
+        assert f"{name} {first_paragraph}" in shown, name
+    assert "(branch scale 1/depth)." in shown and shown.startswith("overview ")

@@ -107,3 +107,17 @@ def test_rest_docstrings_become_markdown_with_maths_and_tables():
         "$h^2$ and `resflow.Teacher` use `code`.\n\n"
         "| name | what |\n|---|---|\n| `a` | first line continued |\n| `b` | $x_1$ |\n\n"
         "$$\ne^{x} + 1\n$$\n\n")
+
+
+def test_rest_double_dashes_become_en_dashes_outside_code():
+    from resflow.theory.render import rest_to_markdown
+
+    assert rest_to_markdown("Runge--Kutta, 40k--80k, ``--set`` and ``x--y``; a -- b.\n>>> f(a--b)") == (
+        "Runge–Kutta, 40k–80k, `--set` and `x--y`; a -- b.\n>>> f(a--b)")
+
+
+def test_the_theory_page_shows_no_double_dash_between_words():
+    """docs/theory.md is Markdown: reST's `--` (an en dash) would show as two hyphens (issue 36)."""
+    text = (ROOT / "docs" / "theory.md").read_text()
+    prose = re.sub(r"`[^`\n]*`", "``", text)  # commands in code spans keep their --options
+    assert not re.findall(r"\w+--\w+", prose) and "Runge–Kutta" in text

@@ -72,9 +72,12 @@ def test_overrides_validate_keys_and_values():
     with pytest.raises(ConfigError, match="half is also a depth.*routes=scratch"):
         cfg.with_overrides(["depths=2,8"])  # the preset continues depths from their halves: none here
     assert cfg.with_overrides(["depths=2,8", "routes=scratch"]).depths == (2, 8)
-    with pytest.raises(ConfigError, match="unknown key 'stepz'; valid keys are"):
-        cfg.with_overrides(["stepz=3"])
-    with pytest.raises(ConfigError, match="unknown key 'train.stepz'"):
+    with pytest.raises(UnknownNameError, match="unknown key 'zzz'; all .* are listed by `resflow run EXPERIMENT "
+                                               "--list-keys`"):
+        cfg.with_overrides(["zzz=3"])
+    with pytest.raises(UnknownNameError, match="unknown key 'steps'; did you mean 'train.steps'?"):
+        cfg.with_overrides(["steps=3"])  # a dotted key is found by its last part too
+    with pytest.raises(UnknownNameError, match="unknown key 'train.stepz'; did you mean 'train.steps'"):
         cfg.with_overrides(["train.stepz=3"])
     with pytest.raises(ConfigError, match="cannot read train.steps='many' as int"):
         cfg.with_overrides(["train.steps=many"])

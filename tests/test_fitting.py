@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -143,6 +144,9 @@ def test_a_series_still_moving_with_training_length_is_not_converged():
     (fit,) = fit_dataset(moving)
     assert not fit.converged and fit.regime == "uncertified" and "exponent moved" in fit.verdict
     assert fit.drift == pytest.approx(0.4, abs=0.05) and "bound" in fit.verdict
+    # how far it moved, and that the interval (not the value alone) is outside what a settled exponent may move
+    assert re.search(r"the exponent moved by \+0\.\d\d \[\+0\.\d\d, \+0\.\d\d\] between lengths 0\.5 and 1: that "
+                     r"interval is not inside ±0\.1, the most a settled exponent may move", fit.verdict), fit.verdict
 
 
 def test_a_slow_power_law_in_training_is_refused():

@@ -251,3 +251,15 @@ def test_bad_arguments_name_themselves(build, error, message):
 
 def test_errors_are_resflow_errors():
     assert issubclass(UnknownNameError, resflow.ResflowError) and issubclass(ConfigError, ValueError)
+
+
+def test_a_state_of_the_wrong_width_names_the_argument_the_widths_and_the_fix():
+    stack = ResidualStack(MLPField(8, seed=0), depth=4)
+    assert stack.width == 8
+    with pytest.raises(ShapeError, match=r"h0 must have last dimension 8.*got shape \(5, 4\), width 4\. Pass states "
+                                         r"of shape \(\.\.\., 8\)"):
+        stack(torch.randn(5, 4))
+    with pytest.raises(ConfigError, match="h0 must be a torch.Tensor of shape"):
+        stack([[0.0] * 8])
+    with pytest.raises(ShapeError, match=r"one width; got fields of dim \[4, 8\]"):
+        ResidualStack([MLPField(8, seed=0), MLPField(4, seed=1)])

@@ -346,15 +346,15 @@ def test_compare_puts_toy_students_and_models_side_by_side(tmp_path):
     resflow.run_experiment(resflow.preset("smooth-vs-rough", "cpu").with_overrides(tiny), out=out)
     intervene_models(["teacher:tied"], n_inputs=64, out=out)
     rows = compare_stores([out]).interventions
-    assert [(r.source, r.name) for r in rows] == [("toy run", "independent student"), ("toy run", "tied student"),
-                                                  ("model", "teacher:tied")]
+    assert [(r.source, r.name) for r in rows] == [("toy run", "rough (independent) student"),
+                                                  ("toy run", "smooth (tied) student"), ("model", "teacher:tied")]
     toy = {r.name: r for r in rows}
-    assert toy["independent student"].depth == 8 and toy["teacher:tied"].depth == 128
+    assert toy["rough (independent) student"].depth == 8 and toy["teacher:tied"].depth == 128
     assert toy["teacher:tied"].swap_share == 0.0 and toy["teacher:tied"].repair < 1e-2
     assert all(r.flatness >= 1.0 for r in rows)
     text = report_run(out)  # the students' exponents beside the laws' (evaluated from the derivations)
     assert "| law: noisy ensemble | 2.00 (lesion-ensemble) | 2.14 at ℓ = 8" in text
-    assert "6.00 smooth, 4.00 independent layers (swap-flow)" in text and "| tied | " in text
+    assert "6.00 smooth, 4.00 independent layers (swap-flow)" in text and "| smooth (tied) | " in text
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.5, 1.0])

@@ -156,7 +156,7 @@ def test_llm_fit_and_compare_commands(tmp_path):
     assert compared.exit_code == 0, compared.output
     rows = json.loads(compared.stdout)
     assert {r["source"] for r in rows} == {"theory", "toy", "llm"}
-    assert {r["name"].split(": ")[-1] for r in rows if r["source"] == "toy"} == {"independent", "tied"}
+    assert {r["name"].split(": ")[-1] for r in rows if r["source"] == "toy"} == {"rough (independent)", "smooth (tied)"}
     llm = [r for r in rows if r["source"] == "llm"]
     assert all(r["ci_low"] <= r["exponent"] <= r["ci_high"] for r in llm)
     assert math.isclose(llm[0]["exponent"], record["alpha_l"])

@@ -7,6 +7,7 @@ target is the teacher's normalised final state.  (That a series whose exponent s
 training length is not called converged is tested in tests/test_fitting.py.)
 """
 
+import json
 import math
 
 import numpy as np
@@ -276,6 +277,8 @@ def test_doubling_continuation_with_budgets_resumes_stage_by_stage(tmp_path):
          *ONE_ROUTE])
     run_dir = tmp_path / "work" / "smooth-vs-rough-20260101T000000Z"
     (run_dir / "depth-2").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"config": json.loads(config.to_json()), "preset": "cpu",
+                                                  "started": "2026-01-01T00:00:00+00:00"}))
     from resflow.workflows.run import train_dataset
 
     steps, ds, _ = train_dataset(config, run_dir=run_dir)

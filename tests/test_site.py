@@ -45,6 +45,8 @@ PAGES = {
     # seven demos; the seventh (the Chinchilla fit) draws only when the data is at hand
     "notebook": PageCheck("notebooks/classroom.html", "a lesson in seven pictures", min_images=6),
     "theory": PageCheck("theory.html", "Runge-Kutta order conditions", min_math=100),
+    # the smooth-vs-rough runs of results/ drawn from their records (docs/figures/)
+    "results": PageCheck("results.html", "Results of the experiments", min_images=3),
 }
 
 

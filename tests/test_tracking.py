@@ -118,7 +118,7 @@ def test_every_run_record_holds_its_students_tracking(tmp_path):
     from resflow.workflows import report_run as report
 
     text = report(str(tmp_path / "store"))
-    cli = CliRunner().invoke(app, ["report", str(tmp_path / "store")])
+    cli = CliRunner().invoke(app, ["report", str(tmp_path / "store")], env={"COLUMNS": None})  # a log: as written
     assert cli.exit_code == 0 and cli.stdout.strip() == text.strip()
     for header in ("| teacher | α [95%] | law α [95%] | standing |", "| teacher | length | ℓ = 2 | ℓ = 4 |",
                    "| teacher | drift [90%] |", "asymptotic α [95%] (estimate)", "coherence exponent c",

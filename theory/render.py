@@ -33,6 +33,9 @@ expression (`resflow.laws.evaluate`), and tied to a simulation or an exact compu
 """
 
 
+_CODE_SPAN = re.compile(r"(`[^`\n]*`)")
+_DOUBLE_DASH = re.compile(r"(?<=[^\W_])--(?=[^\W_])")  # reST's en dash: between two words or numbers
+EN_DASH = "\u2013"
 _ROLE = re.compile(r":(?:mod|func|class|data|meth|attr|obj|exc):`~?([^`]*)`")
 _DISPLAY_INLINE = re.compile(r"^\.\. math:: (.*?)(?:\n\n|\Z)", re.S | re.M)
 _DISPLAY_BLOCK = re.compile(r"^\.\. math::\s*\n\n((?:[ \t]+.*\n?|\n)+)", re.M)
@@ -71,16 +74,30 @@ def _simple_tables(doc: str) -> str:
     return "\n".join(out)
 
 
+def _en_dashes(doc: str) -> str:
+    """reST's ``--`` between words or numbers (Runge--Kutta, 40k--80k) as the en dash it stands for: Markdown
+    would show both hyphens.  Code is left alone: inline code spans and doctest lines."""
+    out = []
+    for line in doc.split("\n"):
+        if line.lstrip().startswith((">>>", "... ")):
+            out.append(line)
+            continue
+        parts = _CODE_SPAN.split(line)  # odd entries are code spans
+        out.append("".join(part if k % 2 else _DOUBLE_DASH.sub(EN_DASH, part) for k, part in enumerate(parts)))
+    return "\n".join(out)
+
+
 def rest_to_markdown(doc: str) -> str:
     """The reST our docstrings use (math roles and directives, cross-references, literals, simple
-    tables) as Markdown with ``$...$`` maths: for this page and for the docs site's API reference."""
+    tables, ``--`` for an en dash) as Markdown with ``$...$`` maths: for this page and for the docs site's API
+    reference."""
     doc = _simple_tables(doc)  # first: its columns are measured on the original text
     doc = re.sub(r":math:`([^`]*)`", r"$\1$", doc)
     doc = _ROLE.sub(r"`\1`", doc)
     doc = re.sub(r"``([^`]*)``", r"`\1`", doc)
     doc = _DISPLAY_BLOCK.sub(lambda m: "$$\n" + " ".join(m.group(1).split()) + "\n$$\n\n", doc)
     doc = _DISPLAY_INLINE.sub(lambda m: "$$\n" + m.group(1).strip() + "\n$$\n\n", doc)
-    return doc
+    return _en_dashes(doc)  # last: code spans are Markdown's single backticks by now
 
 
 def _module_doc(func) -> str:

@@ -25,7 +25,9 @@ module             what it holds
 ``roughness``      the roughness law's predictions for a run of correlated/fractional teachers
 ``compare``        theory, toy and LLM exponents side by side
 ``report``         the Markdown tables of one toy run (what ``resflow report`` prints)
-``plots``          figures (``matplotlib.figure.Figure``, no pyplot state) and provenance stamping
+``labels``         what a reader calls each teacher: "smooth (tied)" on first mention, "smooth" after
+``plots``          figures (``matplotlib.figure.Figure``, no pyplot state), their panels, provenance stamping
+``run_figure``     the standard figure of a run: the headline (separated or not), then four panels
 ``figure``         the figure type: a ``Figure`` that shows itself inline in Jupyter (``_repr_png_``)
 =================  ==========================================================================
 
@@ -59,9 +61,10 @@ from .interventions import (
     swap,
     trace,
 )
+from .labels import Mentions, series_label, teacher_label
 from .law_fit import finite_teacher_factor, law_for_target
 from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
-from .plots import colors, new_figure, plot_experiment, plot_flow_demo, save_figure
+from .plots import colors, new_figure, plot_flow_demo, save_figure
 from .probes import (
     SIGNATURE_LABELS,
     ProbeAccumulator,
@@ -76,6 +79,7 @@ from .probes import (
 from .regimes import classify, regime_predictions
 from .report import run_tables
 from .roughness import roughness_predictions
+from .run_figure import headline, plot_experiment
 from .separation import SEPARATION_MARGIN, Separation, separations
 from .tracking import TRACKING_LABELS, tracking_metrics
 from .verdict import Verdict, convergence_verdict
@@ -99,5 +103,6 @@ __all__ = [
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",
     "exponent_interval", "finite_teacher_factor", "law_for_target", "Verdict", "convergence_verdict",
     "ComparisonRow", "DepthPart", "theory_rows", "toy_rows", "comparison_figure",
-    "new_figure", "colors", "save_figure", "plot_experiment", "plot_flow_demo",
+    "new_figure", "colors", "save_figure", "plot_experiment", "plot_flow_demo", "headline",
+    "teacher_label", "series_label", "Mentions",
 ]

@@ -19,6 +19,7 @@ import numpy as np
 from .. import laws
 from ..dynamics.tableau import get_tableau
 from .fits import SeriesFit
+from .labels import series_label
 
 __all__ = ["ComparisonRow", "DepthPart", "theory_rows", "toy_rows", "comparison_figure"]
 
@@ -72,10 +73,10 @@ def theory_rows(schemes: tuple[str, ...] = ("euler",)) -> list[ComparisonRow]:
 
 
 def toy_rows(fits: list[SeriesFit], *, experiment: str, record: str) -> list[ComparisonRow]:
-    """One row per fitted series of a toy run (``record`` names the ``fit`` record)."""
+    """One row per fitted series of a toy run (``record`` names the ``fit`` record; the teacher by its reader's
+    name, :func:`resflow.analysis.labels.series_label`)."""
     return [ComparisonRow(
-        source="toy", name=f"{experiment}: {f.target}" + (f" T={f.temperature:g}" if f.temperature is not None else "")
-        + (f", students of {f.student_groups} weight groups" if f.student_groups else ""),
+        source="toy", name=f"{experiment}: {series_label(f)}",
         loss=f.loss, scheme=f.scheme, exponent=f.exponent, ci_low=f.ci_low, ci_high=f.ci_high,
         converged=f.converged, regime=f.regime, record=record) for f in fits]
 

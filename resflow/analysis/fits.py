@@ -316,9 +316,24 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
     )
 
 
-def fit_dataset(ds: xr.Dataset, settings: FitSettings | None = None) -> list[SeriesFit]:
-    """Fit every series of a ``toy-run`` Dataset (see the module docstring)."""
+def fit_dataset(ds: xr.Dataset | Any, settings: FitSettings | None = None) -> list[SeriesFit]:
+    """Fit every series of a toy run (see the module docstring): one :class:`SeriesFit` per target, scheme,
+    structure and temperature.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or TrainingResult
+        A ``toy-run`` record, or what :func:`resflow.train` returned: fitted as its
+        :meth:`~resflow.training.TrainingResult.to_dataset`, the same arrangement a record holds.
+    settings : FitSettings, optional
+    """
     settings = settings or FitSettings()
+    if not isinstance(ds, xr.Dataset):
+        to_dataset = getattr(ds, "to_dataset", None)
+        if isinstance(ds, xr.DataArray) or not callable(to_dataset):
+            raise ConfigError(f"fit_dataset fits a toy run: a toy-run Dataset (a record) or the TrainingResult "
+                              f"resflow.train returns; got {type(ds).__name__}. Pass the record or the result itself.")
+        ds = to_dataset()
     ds = checked_run(ds)
     for dim in START_DIMS:  # one route or init selected: a dim of size 1 again
         if dim not in ds.dims:

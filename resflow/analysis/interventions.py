@@ -35,6 +35,7 @@ import torch
 
 from .._validate import check_choice
 from ..errors import ConfigError, ShapeError
+from .labels import teacher_label
 
 __all__ = ["Step", "InterventionProfile", "run_steps", "lesion", "swap", "trace",
            "intervention_dataset", "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
@@ -317,6 +318,7 @@ def intervention_rows(ds, record: str) -> list[InterventionRow]:
     one = _plain_full_length(ds)
     deepest = int(one["depth"].max())
     one = one.sel(depth=deepest).mean("replicate")
-    return [intervention_row("toy run", f"{target} student", deepest, "damage", one["lesion"].sel(target=target).values,
+    return [intervention_row("toy run", f"{teacher_label(target)} student", deepest, "damage",
+                             one["lesion"].sel(target=target).values,
                  one["swap"].sel(target=target).values, one["lesion_rescaled"].sel(target=target).values, record)
             for target in one["target"].values]

@@ -16,6 +16,7 @@ from .. import laws
 from ..records import SERIES_DIMS, best_start, checked_run, is_kl, trained_cells
 from .fits import SeriesFit, fit_dataset
 from .interventions import intervention_exponents
+from .labels import Mentions
 from .separation import separations
 from .tracking import accumulation_exponents
 
@@ -33,15 +34,17 @@ def _percent(value) -> str:
 def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[str]:
     """The answer first: the separation of the readings, then the exponents certified or bound, every depth's best
     loss over routes (``≤``: a bound, the depth not certified), the routes' own losses, and why each depth is or is
-    not certified (``name(fit)`` labels a series)."""
+    not certified (``name(fit, mentions)`` labels a series, ``mentions`` the table's
+    :class:`~resflow.analysis.labels.Mentions`: each table spells a teacher's code name out once)."""
     lines = []
     for sep in separations(fits):
         where = "" if len({f.scheme for f in fits}) == 1 else f" ({sep.scheme})"
         lines += [f"**Separation{where}**: {sep.text}.", ""]
     lines += ["| teacher | α [95%] | law α [95%] | standing | certified depths | route spreads add |",
               "|---|---|---|---|---|---|"]
+    mentions = Mentions()
     for f in fits:
-        lines.append(f"| {name(f)} | {_interval(f.exponent, f.ci_low, f.ci_high)} | "
+        lines.append(f"| {name(f, mentions)} | {_interval(f.exponent, f.ci_low, f.ci_high)} | "
                      f"{_interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | {f.standing} | "
                      f"{', '.join(map(str, f.certified_depths)) or 'none'} | "
                      f"−{f.route_error_low:.3f}, +{f.route_error_high:.3f} |")
@@ -49,10 +52,11 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
     lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: not certified, a bound on the loss "
               "the architecture can reach):", "", "| teacher | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
               "|---|" + "---|" * len(depths)]
+    mentions = Mentions()
     for f in fits:
         cells = [("" if d in f.certified_depths else "≤ ") + f"{v:.3e}" for d, v in zip(f.depths, f.losses,
                                                                                        strict=False)]
-        lines.append(f"| {name(f)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name(f, mentions)} | " + " | ".join(cells) + " |")
     full = ds.sel(length=ds["length"].max())
     present = trained_cells(full)
     if ds.sizes["route"] * ds.sizes["init"] > 1:
@@ -60,24 +64,26 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
                   "the depth):", "", "| teacher | route | " + " | ".join(f"ℓ = {d}" for d in ds["depth"].values)
                   + " |", "|---|---|" + "---|" * ds.sizes["depth"]]
         routes = full["final_loss"].where(present).min("init").mean("replicate", skipna=False)
+        mentions = Mentions()
         for f in fits:
             one = routes.sel(target=f.target, scheme=f.scheme, student_groups=f.student_groups)
             one = one.sel(temperature=f.temperature) if f.temperature is not None else one.isel(temperature=0)
             for route in ds["route"].values:
                 values = one.sel(route=route).values
-                lines.append(f"| {name(f)} | {route} | " + " | ".join("–" if not np.isfinite(v) else f"{v:.3e}"
-                                                                      for v in values) + " |")
+                cells = " | ".join("–" if not np.isfinite(v) else f"{v:.3e}" for v in values)
+                lines.append(f"| {name(f, mentions)} | {route} | {cells} |")
     lines += ["", "Verdict v3 per depth: route spread (worst route's best / best − 1, largest over replicates, and "
               "its upper 95% end), spread over inits and over teachers (sd of log loss), and why the depth is or "
               "is not certified (routes agree within 5%, every student's tail test passes):", "",
               "| teacher | ℓ | route spread [upper] | init spread | teacher spread | init / teacher | verdict |",
               "|---|---|---|---|---|---|---|"]
+    mentions = Mentions()
     for f in fits:
         for d, spread, high, init, teacher, verdict in zip(f.depths, f.route_spread, f.route_spread_high,
                                                            f.init_spread, f.teacher_spread, f.depth_verdicts,
                                                            strict=False):
             ratio = init / teacher if np.isfinite(init) and np.isfinite(teacher) and teacher > 0 else np.nan
-            lines.append(f"| {name(f)} | {d} | {_percent(spread)} [{_percent(high)}] | "
+            lines.append(f"| {name(f, mentions)} | {d} | {_percent(spread)} [{_percent(high)}] | "
                          f"{'–' if not np.isfinite(init) else f'{init:.3f}'} | "
                          f"{'–' if not np.isfinite(teacher) else f'{teacher:.3f}'} | "
                          f"{'–' if not np.isfinite(ratio) else f'{ratio:.2f}'} | {verdict} |")
@@ -95,14 +101,14 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
     dims = list(SERIES_DIMS)
     varying = {d for d in dims if d != "target" and ds.sizes[d] > 1}
 
-    def name(target, scheme=None, temperature=None, groups=None) -> str:
+    def name(mentions: Mentions, target, scheme=None, temperature=None, groups=None) -> str:
         extra = [str(scheme)] if "scheme" in varying else []
         extra += [f"T = {float(temperature):g}"] if "temperature" in varying else []
         extra += [f"K = {int(groups)}"] if "student_groups" in varying else []
-        return f"{target} ({', '.join(extra)})" if extra else str(target)
+        return ", ".join([mentions(target), *extra])
 
-    def series(f) -> str:
-        return name(f.target, f.scheme, f.temperature, f.student_groups)
+    def series(f, mentions: Mentions) -> str:
+        return name(mentions, f.target, f.scheme, f.temperature, f.student_groups)
 
     lines += certification_tables(ds, fits, series)
     ds = best_start(ds)  # from here on, the student of each cell that reached the best loss
@@ -112,11 +118,13 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
               "brackets):", "", "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values)
               + " |", "|---|---|" + "---|" * ds.sizes["depth"]]
     mean = ds["final_loss"].mean("replicate").stack(series=dims)
+    mentions = Mentions()
     for i in range(mean.sizes["series"]):
         one = mean.isel(series=i)
         label = {d: one[d].item() for d in dims}
-        row = name(label["target"], label.get("scheme"), label.get("temperature"), label.get("student_groups"))
         for length in ds["length"].values:
+            row = name(mentions, label["target"], label.get("scheme"), label.get("temperature"),
+                       label.get("student_groups"))
             cells = [f"{float(one.sel(length=length, depth=d)):.3e} "
                      f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
             lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
@@ -125,14 +133,18 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
     lines += ["", "Verdict v2 of the best students (has this route stopped improving?): drift of α between the two "
               "longest lengths and the remaining gain by depth:", "",
               "| teacher | drift [90%] | remaining gain by depth (upper 90%) | verdict v2 |", "|---|---|---|---|"]
+    mentions = Mentions()
     for f in fits:
         gains = ", ".join("∞" if not np.isfinite(g) else f"{g:.0%} ({h:.0%})"
                           for g, h in zip(f.gains, f.gain_highs, strict=True))
-        lines.append(f"| {series(f)} | {interval(f.drift, f.drift_low, f.drift_high)} | {gains} | {f.verdict} |")
+        lines.append(f"| {series(f, mentions)} | {interval(f.drift, f.drift_low, f.drift_high)} | {gains} | "
+                     f"{f.verdict} |")
     lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) | points to |",
               "|---|---|---|---|"]
+    mentions = Mentions()
     for f in fits:
-        lines.append(f"| {series(f)} | {interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
+        lines.append(f"| {series(f, mentions)} | "
+                     f"{interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
                      f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
                      f"{f.asymptotic_regime} |")
     plain = ds.isel(scheme=0, temperature=0, student_groups=0).sel(length=ds["length"].max())  # first structure
@@ -146,6 +158,7 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                   "| teacher | " + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj., path" for d in ds["depth"].values)
                   + " |",
                   "|---|" + "---|" * ds.sizes["depth"]]
+        mentions = Mentions()
         for target in ds["target"].values:
             cells = []
             for d in ds["depth"].values:
@@ -159,13 +172,15 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                         if d > 1 and "path_error" in one else np.nan)
                 cells.append(f"{float(one['error_coherence'].mean()):.2f}, {float(one['error_linearity'].mean()):.2f}, "
                              f"{eps:.2g}, {traj:.1e}, {path:.1e}")
-            lines.append(f"| {target} | " + " | ".join(cells) + " |")
+            lines.append(f"| {mentions(target)} | " + " | ".join(cells) + " |")
         lines += ["", "| teacher | coherence exponent c [95%] | output-error exponent 2q [95%] | implied 2q − 1 − c "
                   "[95%] | exponent of ε [95%] |", "|---|---|---|---|---|"]
+        mentions = Mentions()
         for target in ds["target"].values:
             e = accumulation_exponents(ds, str(target))
-            lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
-                                                        ("coherence", "output_error", "implied", "local_share")) + " |")
+            cells = " | ".join(interval(e[k].value, e[k].low, e[k].high)
+                               for k in ("coherence", "output_error", "implied", "local_share"))
+            lines.append(f"| {mentions(target)} | {cells} |")
     if "lesion" in ds and ds.sizes["depth"] > 2:
         lines += ["", "Interventions on the trained students (full length, replicate intervals; "
                   "resflow.analysis.interventions): exponents of the layer-mean damage D ∝ ℓ^-α of skipping a layer, "
@@ -174,20 +189,23 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                   "of order 1; smooth flow: near 0; laws: resflow theory lesion-ensemble ... swap-flow):", "",
                   "| teacher | lesion α [95%] | rescaled lesion α [95%] | swap α [95%] | repair at "
                   f"ℓ = {int(ds['depth'].values[-1])} [95%] |", "|---|---|---|---|---|"]
+        mentions = Mentions()
         for target in ds["target"].values:
             e = intervention_exponents(ds, str(target))
-            lines.append(f"| {target} | " + " | ".join(interval(e[k].value, e[k].low, e[k].high) for k in
-                                                        ("lesion", "lesion_rescaled", "swap", "repair")) + " |")
+            cells = " | ".join(interval(e[k].value, e[k].low, e[k].high)
+                               for k in ("lesion", "lesion_rescaled", "swap", "repair"))
+            lines.append(f"| {mentions(target)} | {cells} |")
         lines += _intervention_laws(int(ds["depth"].values[-1]))
     if "path_time" in ds and not is_kl(ds):
         full = plain
         lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
                   "l/ℓ: at the teacher's pace):", "", "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
                   "|---|---|---|---|"]
+        mentions = Mentions()
         for target in ds["target"].values:
             for d in ds["depth"].values:
                 times = full["path_time"].sel(target=target, depth=d).mean("replicate").values[1:int(d) + 1]
-                lines.append(f"| {target} | {int(d)} | {', '.join(f'{t:.2f}' for t in times)} | "
+                lines.append(f"| {mentions(target)} | {int(d)} | {', '.join(f'{t:.2f}' for t in times)} | "
                              f"{', '.join(f'{(i + 1) / d:.2f}' for i in range(int(d)))} |")
     return "\n".join(lines)
 

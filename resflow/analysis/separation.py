@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .fits import SeriesFit
+from .labels import teacher_label
 
 __all__ = ["Separation", "separations", "SEPARATION_MARGIN", "SMOOTH", "ROUGH"]
 
@@ -57,8 +58,8 @@ class Separation:
 
     @property
     def text(self) -> str:
-        what = (f"tied − independent α = {self.separation:.2f} [{self.separation_ci_low:.2f}, "
-                f"{self.separation_ci_high:.2f}]")
+        what = (f"{teacher_label(SMOOTH)} − {teacher_label(ROUGH)} α = {self.separation:.2f} "
+                f"[{self.separation_ci_low:.2f}, {self.separation_ci_high:.2f}]")
         if math.isfinite(self.separation_law):
             what += (f", law α {self.separation_law:.2f} [{self.separation_law_ci_low:.2f}, "
                      f"{self.separation_law_ci_high:.2f}]")

@@ -30,6 +30,7 @@ from .._specs import is_class_target
 from ..noise import parse_correlation
 from ..records import best_start
 from .groups import split_update_angles
+from .labels import teacher_label
 from .probes import middle_layers
 
 __all__ = ["SignatureRow", "GROUP_LABELS", "student_group_angles", "toy_signature_rows", "probe_signature_rows"]
@@ -114,7 +115,8 @@ def toy_signature_rows(ds: xr.Dataset, record: str, experiment: str) -> list[Sig
         angle = (_middle(student["update_angle"].mean("replicate").values, depth) if "update_angle" in student
                  else math.nan)
         rows.append(SignatureRow(
-            source="toy", name=f"{experiment}: {target}{label}", record=record, depth=depth, update_angle=angle,
+            source="toy", name=f"{experiment}: {teacher_label(target)}{label}", record=record, depth=depth,
+            update_angle=angle,
             early_stop=mean("early_stop_fraction"), exit_early=mean("exit_early_fraction"),
             exit_depth=mean("exit_depth"), angle_within=mean("angle_within"), angle_boundary=mean("angle_boundary"),
             drop_depth=drops.get(str(target), math.nan)))

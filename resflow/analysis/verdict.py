@@ -117,8 +117,9 @@ def convergence_verdict(depths, lengths, batch_losses: np.ndarray, *, failed: bo
     reasons = []
     if not (drift.low > -drift_tolerance and drift.high < drift_tolerance):
         where = "" if np.isfinite(drift.low) else " (interval undefined)"
-        reasons.append(f"the exponent moved {drift.value:+.2f} [{drift.low:+.2f}, {drift.high:+.2f}] from length "
-                       f"{lengths[-2]:g} to {lengths[-1]:g}{where}, not within ±{drift_tolerance:g}")
+        reasons.append(f"the exponent moved by {drift.value:+.2f} [{drift.low:+.2f}, {drift.high:+.2f}] between "
+                       f"lengths {lengths[-2]:g} and {lengths[-1]:g}{where}: that interval is not inside "
+                       f"±{drift_tolerance:g}, the most a settled exponent may move")
     worst = int(np.argmax(highs))
     if not highs[worst] < gain_tolerance:
         if math.isinf(gains[worst]):

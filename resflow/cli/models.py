@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -163,6 +162,8 @@ def probe(
     as_json: JsonFlag = False,
 ) -> None:
     """Hidden-state metrics per layer (rotation, update angles, norms, progress, per-layer loss)."""
+    import numpy as np
+
     from resflow.workflows import probe_models
 
     with user_errors(), interruptible(NOTHING_WRITTEN):
@@ -209,6 +210,8 @@ def intervene(
     as_json: JsonFlag = False,
 ) -> None:
     """Lesion, swap and trace every layer (toy teachers and transformers; one intervention record each)."""
+    import numpy as np
+
     from resflow.workflows import intervene_models
 
     with user_errors(), interruptible(NOTHING_WRITTEN):
@@ -236,6 +239,8 @@ def intervene(
 
 
 def _intervention_json(ds, record: str) -> dict:
+    import numpy as np
+
     def listed(name):
         if name not in ds:
             return None

@@ -10,11 +10,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from resflow.experiments import registered
-
 from .app import DEFAULT_STORE, Device, JsonFlag, app, console, err_console, interruptible, progress_bar, user_errors
+from .fit_tables import print_fits
+from .names import OVERVIEW, PRESETS, demo_listing, experiment_names, keys_listing, list_experiments
+from .tables import print_table
 
-PRESET_HELP = (f"A preset of EXPERIMENT: {', '.join(sorted({p for e in registered().values() for p in e.presets}))} "
+PRESET_HELP = (f"A preset of EXPERIMENT: {', '.join(PRESETS)} "
                "(which experiment has which, and what each costs: resflow run --list).")
 StoreOption = Annotated[Path, typer.Option(help="Store directory (created if missing).")]
 
@@ -31,93 +32,30 @@ def device_overrides(device: str, sets: list[str] | None, key: str = "train.devi
     return list(sets or []) + ([] if set_devices else [f"{key}={device}"])
 
 
-def list_experiments() -> str:
-    """Every experiment with its presets: students, steps, and what a run cost on the 2-core machine (plain
-    lines: names are never cut to fit a terminal)."""
-    lines = []
-    for name, experiment in registered().items():
-        lines.append(f"{name}: {experiment.summary}")
-        for preset_name, config in experiment.presets.items():
-            lines.append(f"  --preset {preset_name:14s} {config.describe()}; on 2 CPU cores: "
-                         f"{experiment.costs.get(preset_name, 'not measured')}")
-    return "\n".join(lines)
+def expected_time(experiment: str, preset: str, *, changed: bool) -> str:
+    """What a run of ``preset`` is expected to take, from its measured wall time on 2 idle CPU cores."""
+    from resflow.experiments import get_experiment
+
+    seconds = get_experiment(experiment).seconds.get(preset)
+    if seconds is None:
+        return f"expected time: not measured for --preset {preset} (resflow run --list says what was)"
+    if changed:
+        return (f"expected time: not measured with these --set/--replicates changes (--preset {preset} as it is took "
+                f"{_duration(seconds)} on 2 idle CPU cores)")
+    return (f"expected time: about {_duration(seconds)} (measured on 2 idle CPU cores; a busy or slower machine takes "
+            "longer)")
 
 
-def _interval(value: float, low: float, high: float) -> str:
-    import math
-
-    if not math.isfinite(value):
-        return "–"
-    return f"{value:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) else f"{value:.2f} [–]"
-
-
-def _series(f) -> str:
-    parts = [f.target] + ([f.scheme] if f.scheme != "euler" else [])
-    parts += [f"{f.student_groups} weight groups"] if f.student_groups else []
-    parts += [f"T={f.temperature:g}"] if f.temperature is not None else []
-    return " ".join(parts)
-
-
-def separation_lines(separations) -> str:
-    """The first answer of a run with both teachers: are the smooth and rough readings separated?"""
-    return "\n".join(f"[bold]Separation[/]{'' if sep.scheme == 'euler' else f' ({sep.scheme})'}: {sep.text}"
-                     for sep in separations)
-
-
-def fits_table(fits, title: str) -> Table:
-    """The exponents: plain and law-aware with their intervals (route error included), certified or a bound,
-    the certified depths, the regime."""
-    table = Table(title=title)
-    for column in ("series", "α [95%]", "law α [95%]", "standing", "certified depths", "regime"):
-        table.add_column(column)
-    for f in fits:
-        table.add_row(_series(f), _interval(f.exponent, f.ci_low, f.ci_high),
-                      _interval(f.law_exponent, f.law_ci_low, f.law_ci_high),
-                      "certified" if f.certified else "[yellow]bound[/]",
-                      ", ".join(map(str, f.certified_depths)) or "none", f.regime)
-    return table
-
-
-def convergence_table(fits, title: str = "Verdict v2 (has each route stopped improving?) and asymptotic estimates"
-                      ) -> Table:
-    """What verdict v2 was judged on, and the exponents of the extrapolated limits (labelled estimates)."""
-    table = Table(title=title)
-    for column in ("series", "drift [90%]", "max gain", "converged (v2)", "asymptotic α [95%]",
-                   "asymptotic law α [95%]", "points to"):
-        table.add_column(column)
-    for f in fits:
-        gain = f.remaining_gain
-        where = f.depths[max(range(len(f.gains)), key=lambda i: f.gains[i])] if f.gains else None
-        table.add_row(_series(f), _interval(f.drift, f.drift_low, f.drift_high),
-                      "–" if gain != gain else ("no limit" if gain == float("inf") else f"{gain:.0%} (ℓ={where})"),
-                      "yes" if f.converged else "no",
-                      _interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high),
-                      _interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high),
-                      f.asymptotic_regime)
-    return table
-
-
-def verdicts(fits) -> str:
-    """Why each uncertified series' exponents are bounds (verdict v3), one line each."""
-    return "\n".join(f"[yellow]{f.target} {f.scheme}"
-                     f"{f' ({f.student_groups} weight groups)' if f.student_groups else ''}"
-                     f"{'' if f.temperature is None else f' T={f.temperature:g}'}[/]: "
-                     f"{f.certificate}" for f in fits if not f.certified)
-
-
-def print_fits(fits, separations, title: str) -> None:
-    """What a run or a fit prints: the separation first, then the exponents, verdict v2 and the reasons."""
-    if separations:
-        console.print(separation_lines(separations), highlight=False)
-    console.print(fits_table(fits, title))
-    console.print(convergence_table(fits))
-    if any(not f.certified for f in fits):
-        console.print(verdicts(fits), highlight=False)
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 @app.command()
 def run(
-    experiment: Annotated[str | None, typer.Argument(help=" | ".join(registered()))] = None,
+    ctx: typer.Context,
+    experiment: Annotated[str | None, typer.Argument(help=" | ".join(experiment_names()) + " (with --resume: "
+                                                     "also a run id, or nothing for the latest run)")] = None,
     preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "cpu",
     device: Device = "auto",
     replicates: Annotated[int | None, typer.Option(help="Replicates: each its own teachers, data and student "
@@ -125,10 +63,14 @@ def run(
     out: StoreOption = DEFAULT_STORE,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
                     ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the latest interrupted run of EXPERIMENT "
-                                                          "in --out.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --out (the run id given "
+                                                          "as EXPERIMENT, else the latest of EXPERIMENT, else the "
+                                                          "latest) with its saved configuration; options given "
+                                                          "again must agree with it.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments, their presets and what each costs "
                                                        "on 2 CPU cores, and exit.")] = False,
+    list_keys: Annotated[bool, typer.Option("--list-keys", help="List every key --set takes for EXPERIMENT, with its "
+                                                                "type and its value in --preset, and exit.")] = False,
 ) -> None:
     """Train students against teachers (or the language-model ladder), fit depth exponents, write the run, its
     fits and a figure."""
@@ -141,35 +83,62 @@ def run(
         typer.echo(list_experiments())
         return
     with user_errors():
-        if experiment is None:
-            raise ConfigError(f"name an EXPERIMENT ({', '.join(registered())}); resflow run --list shows them "
-                              "with their presets.")
-        config = load_preset(experiment, preset)
-        toy = isinstance(config, ExperimentConfig)
-        overrides = (device_overrides(device, set_, "train.device" if toy else "device")
-                     + ([f"{'replicates' if toy else 'seeds'}={replicates}"] if replicates else []))
-        config = config.with_overrides(overrides)
-        err_console.print(f"{experiment} ({preset}): {config.describe()}"
-                          + (f", targets {', '.join(config.targets)}" if toy else ""), highlight=False)
-        resume_hint = (f"the last checkpoint is kept; continue with `resflow run {experiment} --preset {preset} "
-                       f"--out {out}{''.join(f' --set {s}' for s in set_ or [])}"
-                       f"{f' --device {device}' if device != 'auto' else ''}"
-                       f"{f' --replicates {replicates}' if replicates else ''} --resume`")
+        if resume and not list_keys:  # the run's saved configuration; options given again must agree with it
+            from resflow.workflows import resume_config
+
+            given = {name: value for name, value in (("preset", preset), ("device", device))
+                     if ctx.get_parameter_source(name).name != "DEFAULT"}
+            unfinished = resume_config(out, experiment, sets=set_ or (), replicates=replicates, **given)
+            config, experiment, resume = unfinished.config, unfinished.run_id, unfinished.run_id
+            preset = unfinished.preset or preset
+            toy = isinstance(config, ExperimentConfig)
+        else:
+            if experiment is None:
+                raise ConfigError(f"name an EXPERIMENT ({', '.join(experiment_names())}); resflow run --list shows "
+                                  "them with their presets.")
+            config = load_preset(experiment, preset)
+            toy = isinstance(config, ExperimentConfig)
+            overrides = (device_overrides(device, set_, "train.device" if toy else "device")
+                         + ([f"{'replicates' if toy else 'seeds'}={replicates}"] if replicates else []))
+            if list_keys:
+                typer.echo(keys_listing(config))
+                return
+            config = config.with_overrides(overrides)
+        header = [f"{experiment} ({preset}): {config.describe()}" + (f", targets {', '.join(config.targets)}" if toy
+                                                                     else "")]
+        if not resume:
+            header.append(expected_time(experiment, preset, changed=bool(set_) or replicates is not None))
+
+        def started() -> None:  # the header, once: at once, or (resuming) once the interrupted run goes on
+            while header:
+                err_console.print(header.pop(), highlight=False)
+
+        if not resume:  # resuming: no header above "no interrupted run to resume" or another refusal
+            started()
+        resume_hint = f"the last checkpoint is kept; continue with `resflow run {experiment} --out {out} --resume`"
         if not toy:  # the language-model ladder
             with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
-                ladder = run_ladder(config, out=out, resume=resume,
-                                    progress=lambda done, total, name: update(done, note=name))
+                def ladder_progress(done: int, total: int, name: str) -> None:
+                    started()
+                    update(done, note=name)
+
+                ladder = run_ladder(config, out=out, resume=resume, progress=ladder_progress)
             typer.echo(ladder.tables)
             console.print(f"wrote record {ladder.record} to store {out}; models in {ladder.work_dir / 'models'}; "
                           f"figure {ladder.figure}", highlight=False)
             return
         with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
-            result = run_experiment(config, out=out, resume=resume, progress=lambda step, total, losses: update(
-                step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items())))
+            def toy_progress(step: int, total: int, losses: dict) -> None:
+                started()
+                update(step, note="train loss " + "  ".join(f"{k}: {v:.2e}" for k, v in losses.items()))
+
+            result = run_experiment(config, out=out, resume=resume, preset=preset, progress=toy_progress)
         if config.classifies:  # students of RHM data: read by the drop depth, not by a power law (its report)
             from resflow.workflows import report_run
 
-            typer.echo(report_run(out, result.record))
+            from .tables import markdown_width
+
+            typer.echo(report_run(out, result.record, width=markdown_width(console)))
         else:
             print_fits(result.fits, result.separations, f"Depth exponents: loss ∝ depth^-α ({result.record})")
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
@@ -204,18 +173,25 @@ def report(
     store: Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")],
     record: Annotated[str | None, typer.Argument(help="A toy-run record id (default: the latest run).")] = None,
     experiment: Annotated[str | None, typer.Option(help="The latest run of this experiment: "
-                                                        f"{' | '.join(registered())}.")] = None,
+                                                        f"{' | '.join(experiment_names())}.")] = None,
     replicate: Annotated[int | None, typer.Option(help="Keep only this replicate (its teacher seed).", min=0)] = None,
+    figure: Annotated[Path | None, typer.Option(help="Also redraw the run's figure into this PNG (never over an "
+                                                     "existing file).")] = None,
 ) -> None:
     """Markdown tables of a run: the separation, exponents certified or bound, best losses and route spreads, losses
-    by training length, verdict v2, estimates, accumulation."""
-    from resflow.workflows import report_run
+    by training length, verdict v2, estimates, accumulation; and the runs without a record yet (on stderr)."""
+    from resflow.workflows import draw_run_figure, report_run, unfinished_note
+
+    from .tables import markdown_width
 
     with user_errors():
-        typer.echo(report_run(store, record, experiment=experiment, replicate=replicate))
-
-
-OVERVIEW = "overview"  # the dynamics-core overview (resflow.workflows.run_flow_demo), beside the classroom demos
+        typer.echo(report_run(store, record, experiment=experiment, replicate=replicate,
+                              width=markdown_width(console)))
+        if figure is not None:
+            drawn = draw_run_figure(store, record, path=figure, experiment=experiment)
+            err_console.print(f"figure: {drawn.path}", highlight=False, markup=False)
+        if note := unfinished_note(store):
+            err_console.print(note, highlight=False, markup=False)
 
 
 @app.command()
@@ -235,16 +211,13 @@ def demo(
     from resflow.workflows import FlowDemoConfig, run_flow_demo
 
     if list_:
-        console.print(f"[bold]{OVERVIEW:20s}[/] the dynamics core: tied stacks converge to their ODE at each scheme's "
-                      "order, ensembles average, teachers' update angles", highlight=False)
-        for demo_name, function in DEMOS.items():
-            console.print(f"[bold]{demo_name:20s}[/] {(function.__doc__ or '').strip().splitlines()[0]}",
-                          highlight=False)
+        typer.echo(demo_listing(console.width))
         return
     with user_errors(), interruptible("nothing was kept; run the command again"):
-        if name is None or (name != OVERVIEW and name not in DEMOS):
-            given = "no demo named" if name is None else f"unknown demo {name!r}"
-            raise UnknownNameError(f"{given}; choose {OVERVIEW} or one of {', '.join(DEMOS)} (resflow demo --list).")
+        if name is None:
+            raise UnknownNameError(f"no demo named; choose {OVERVIEW} or one of {', '.join(DEMOS)} (demo --list).")
+        if name != OVERVIEW and name not in DEMOS:
+            raise UnknownNameError.of("demo", name, [OVERVIEW, *DEMOS], listing="`resflow demo --list`")
         if name != OVERVIEW:
             store = Store.open(out, create=True)  # a bad --out fails before the work
             with err_console.status(f"running {name} ..."):
@@ -271,36 +244,40 @@ def demo(
 def bench(
     device: Device = "auto",
     rounds: Annotated[int, typer.Option(help="Measurement rounds (medians are reported).", min=1)] = 3,
-    case: Annotated[list[str] | None, typer.Option(help="cpu-preset | study (repeatable; default both).")] = None,
+    case: Annotated[list[str] | None, typer.Option(help="cpu-preset | cpu-preset-loaded (the same beside a busy "
+                                                        "process) | study (repeatable; default all three).")] = None,
     check: Annotated[list[str] | None, typer.Option(help="Also compare a short run with tf32 or cuda-graphs on "
                                                          "against float32 eager (repeatable).")] = None,
     check_steps: Annotated[int, typer.Option(help="Steps of each --check run.", min=1)] = 300,
     out: StoreOption = DEFAULT_STORE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Time the batched engine and the per-student loop against this machine's sgemm rate (a bench record)."""
+    """Time the batched engine and the per-student loop against this machine's sgemm rate, quiet and beside a busy
+    process (a bench record)."""
     from resflow.workflows import bench_engine
 
     with user_errors(), interruptible("nothing was written; run the command again"):
         with progress_bar("bench", 1) as update:
-            result = bench_engine(device, cases=tuple(case) if case else ("cpu-preset", "study"), rounds=rounds,
+            cases = tuple(case) if case else ("cpu-preset", "cpu-preset-loaded", "study")
+            result = bench_engine(device, cases=cases, rounds=rounds,
                                   checks=tuple(check or ()), check_steps=check_steps, out=out,
                                   progress=lambda what, done, total: update(done, total, note=what))
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=1))
             return
         rows = result.rows
-        table = Table(title=f"Engine speed ({rows[0].device}, {rows[0].threads} threads; sgemm "
-                            f"{rows[0].sgemm_gflops_per_s:.0f} GFLOP/s; medians of {rounds} rounds)")
-        for column in ("case", "engine", "students", "ms/step", "GFLOP/step", "GFLOP/s", "of sgemm", "vs loop",
-                       "peak MB"):
+        table = Table(title=f"Engine speed ({rows[0].device}; sgemm {rows[0].sgemm_gflops_per_s:.0f} GFLOP/s; "
+                            f"medians of {rounds} rounds)")
+        for column in ("case", "engine", "students", "threads", "ms/step", "GFLOP/step", "GFLOP/s", "of sgemm",
+                       "vs loop", "vs quiet", "peak MB"):
             table.add_column(column)
         for r in rows:
-            table.add_row(r.case, r.engine, str(r.students), f"{r.ms_per_step:.1f}", f"{r.gflops:.3f}",
+            table.add_row(r.case, r.engine, str(r.students), str(r.threads), f"{r.ms_per_step:.1f}", f"{r.gflops:.3f}",
                           f"{r.gflops_per_s:.1f}", f"{r.fraction_of_sgemm:.0%}",
                           "-" if r.speedup_vs_loop is None else f"{r.speedup_vs_loop:.2f}x",
+                          "-" if r.slowdown_vs_quiet is None else f"{r.slowdown_vs_quiet:.2f}x slower",
                           "-" if r.peak_mem_mb is None else f"{r.peak_mem_mb:.0f}")
-        console.print(table)
+        print_table(table, console)
         for name, c in zip(check or (), result.checks, strict=True):
             console.print(f"{name}: final losses differ from float32 eager by {c.max_relative_difference:.2e} "
                           f"(max), {c.median_relative_difference:.2e} (median) after {c.steps} steps; "
@@ -310,7 +287,7 @@ def bench(
 
 @app.command()
 def sweep(
-    experiment: Annotated[str, typer.Argument(help=" | ".join(registered()))],
+    experiment: Annotated[str, typer.Argument(help=" | ".join(experiment_names()))],
     preset: Annotated[str, typer.Option(help=f"The preset every cell starts from. {PRESET_HELP}")] = "cpu",
     device: Device = "auto",
     grid: Annotated[list[str] | None, typer.Option("--grid", help="A swept key: KEY=V1,V2,... (repeatable; any "

@@ -40,7 +40,7 @@ def stack_to_ode(seed: int = 0, *, width: int = 8, depths: tuple[int, ...] = (2,
                   label=f"{scheme}: order {int(data['declared_order'].sel(scheme=scheme))}, fitted {order:.2f}")
     ax.set(xlabel="depth L (step 1/L)", ylabel="error against the ODE")  # one title: the figure's
     ax.legend(fontsize=8)
-    return finish("stack_to_ode", r"A residual stack is an ODE solver: error $\propto L^{-p}$", fig, data, started,
+    return finish("stack_to_ode", "A residual stack is an ODE solver: error ∝ L^-p", fig, data, started,
                   {"width": width, "depths": list(depths), "schemes": list(schemes)}, seed)
 
 

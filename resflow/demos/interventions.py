@@ -9,7 +9,7 @@ import torch
 import xarray as xr
 
 from .._validate import check_int
-from ..analysis import lesion, new_figure
+from ..analysis import Mentions, lesion, new_figure
 from ..dynamics import rmsnorm
 from ..loglog import slopes
 from ..training import Teacher
@@ -55,14 +55,15 @@ def lesion_profiles(seed: int = 0, *, width: int = 16, batch: int = 256,
         coords={"teacher": list(specs), "depth": ("depth", list(depths), {"long_name": "depth", "units": "layers"}),
                 "kind": ["skipped", "rescaled"], "layer": np.arange(deepest)})
     fig, (left, right) = new_figure(2, figsize=(10, 4.2))
+    mentions, right_mentions = Mentions(), Mentions()  # one per legend
     for color, spec in zip(("C0", "C3"), specs, strict=True):
         position = np.arange(deepest) / deepest
-        left.semilogy(position, profiles[spec][deepest][0], "-", color=color, label=f"{spec}: skipped")
-        left.semilogy(position, profiles[spec][deepest][1], "--", color=color, label=f"{spec}: rescaled")
+        left.semilogy(position, profiles[spec][deepest][0], "-", color=color, label=f"{mentions(spec)}: skipped")
+        left.semilogy(position, profiles[spec][deepest][1], "--", color=color, label=f"{mentions(spec)}: rescaled")
         for name, style in (("lesion", "o-"), ("lesion_rescaled", "s--")):
             values = data[name].sel(teacher=spec).values
             right.loglog(depths, values, style, color=color, ms=4,
-                         label=f"{spec}, {'rescaled' if 'rescaled' in name else 'skipped'}: "
+                         label=f"{right_mentions(spec)}, {'rescaled' if 'rescaled' in name else 'skipped'}: "
                                f"damage ∝ depth^-{slopes(np.array(depths, float), values):.1f}")
     left.set(xlabel="position of the skipped layer l/depth", ylabel="damage", title=f"depth {deepest}")
     right.set(xlabel="depth", ylabel="mean damage", title="against depth")

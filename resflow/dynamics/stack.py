@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .._validate import check_int, check_real
-from ..errors import IncompatibleOptionsError
+from ..errors import ConfigError, IncompatibleOptionsError, ShapeError
 from .fields import PiecewiseField
 from .stepper import fields_per_step, integrate_fixed, rk_step
 from .tableau import ButcherTableau, get_tableau
@@ -79,6 +79,10 @@ class ResidualStack(nn.Module):
             depth = len(fields)
         depth = check_int("depth", depth, minimum=1)
         self._step_fields = fields_per_step(fields, depth)
+        widths = {getattr(f, "dim", None) for f in self._step_fields} - {None}
+        if len(widths) > 1:
+            raise ShapeError(f"every layer's field must act on states of one width; got fields of dim "
+                             f"{sorted(widths)}. Build all of them with the same dim.")
         self.tied = single
         self.layers = nn.ModuleList([fields] if single else list(dict.fromkeys(self._step_fields)))
         self.tableau = get_tableau(scheme)
@@ -91,6 +95,11 @@ class ResidualStack(nn.Module):
             self.horizon = 1.0 if horizon is None else check_real("horizon", horizon, low=0.0, low_open=True)
             self.step_size = self.horizon / depth
             self.parametrisation = "ode"
+
+    @property
+    def width(self) -> int | None:
+        """The width :math:`d` of the states the stack acts on (its fields' ``dim``); None if no field says."""
+        return next((f.dim for f in self._step_fields if getattr(f, "dim", None) is not None), None)
 
     @property
     def layer_fields(self) -> tuple[nn.Module, ...]:
@@ -107,11 +116,23 @@ class ResidualStack(nn.Module):
         r"""Propagate ``h0`` (shape ``(..., dim)``) through the stack.
 
         Returns :math:`h_L`, or with ``return_states`` all of :math:`h_0, \dots, h_L` stacked,
-        shape ``(L + 1, ..., dim)``.
+        shape ``(L + 1, ..., dim)``.  A state of another width raises :class:`~resflow.errors.ShapeError`.
         """
+        self._check_state("h0", h0)
         return integrate_fixed(
             self._step_fields, h0, step=self.step_size, tableau=self.tableau, return_states=return_states
         )
+
+    def _check_state(self, name: str, h: torch.Tensor) -> None:
+        width = self.width
+        if not isinstance(h, torch.Tensor):
+            raise ConfigError(f"{name} must be a torch.Tensor of shape (..., {width or 'dim'}); got "
+                              f"{type(h).__name__}.")
+        if width is not None and (h.ndim == 0 or h.shape[-1] != width):
+            got = "a scalar" if h.ndim == 0 else f"shape {tuple(h.shape)}, width {h.shape[-1]}"
+            raise ShapeError(f"{name} must have last dimension {width}, the stack's width (its fields' dim); got "
+                             f"{got}. Pass states of shape (..., {width}), e.g. torch.randn(batch, {width}), or "
+                             f"build the stack from fields of the states' width.")
 
     def extra_repr(self) -> str:
         return (

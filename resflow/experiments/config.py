@@ -20,7 +20,7 @@ from .._overrides import typed_assignment
 from .._specs import is_class_target
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..dynamics.tableau import TABLEAUX
-from ..errors import ConfigError, UnknownNameError
+from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..training.block import ROUTES, StudentSpec
 from ..training.classes import HierarchyTarget, HierarchyTargetConfig, one_shape
 from ..training.config import TrainConfig
@@ -106,7 +106,7 @@ class ExperimentConfig:
             raise ConfigError(f"depths must hold at least two different depths to fit an exponent; got {self.depths}.")
         for s in self.schemes:
             if not isinstance(s, str) or s not in TABLEAUX:
-                raise UnknownNameError(f"schemes: {s!r} is not a registered scheme; choose from {', '.join(TABLEAUX)}.")
+                raise UnknownNameError(f"schemes: unknown scheme {s!r}{did_you_mean(s, TABLEAUX)}.")
         if not self.targets:
             raise ConfigError("targets must name at least one teacher, e.g. ('independent', 'tied').")
         lengths = tuple(sorted(check_real("lengths", v, low=0.0, high=1.0, low_open=True) for v in self.lengths))

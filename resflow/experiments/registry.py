@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import ConfigError, UnknownNameError
+from ..errors import ConfigError, UnknownNameError, did_you_mean
 
 __all__ = ["Experiment", "registered", "get_experiment", "preset"]
 
@@ -43,6 +43,10 @@ class Experiment:
     costs : mapping
         Preset name -> what one run measured on the project's 2-core CPU machine (wall time, where it
         is recorded), for ``resflow run --list``; a preset without one was not measured there.
+    seconds : mapping
+        Preset name -> the wall time in seconds of one run of the preset as it is, on 2 idle CPU cores of the
+        project's machine (the measurement ``costs`` names): ``resflow run`` prints it as the expected time
+        when the run starts.
     report : callable or None
         ``report(ds, record) -> str``: Markdown tables of one run (``resflow report``); None for the
         tables every run has (:func:`resflow.analysis.report.run_tables`).
@@ -54,15 +58,21 @@ class Experiment:
     figure: Callable[..., Any]
     notes: Mapping[str, str] = field(default_factory=dict)
     costs: Mapping[str, str] = field(default_factory=dict)
+    seconds: Mapping[str, float] = field(default_factory=dict)
     report: Callable[..., str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "presets", MappingProxyType(dict(self.presets)))
         object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))
         object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
-        unknown = sorted((set(self.notes) | set(self.costs)) - set(self.presets))
+        object.__setattr__(self, "seconds", MappingProxyType(dict(self.seconds)))
+        unknown = sorted((set(self.notes) | set(self.costs) | set(self.seconds)) - set(self.presets))
         if unknown:
-            raise ConfigError(f"notes or costs of experiment {self.name!r} name presets it does not have: {unknown}.")
+            raise ConfigError(f"notes, costs or seconds of experiment {self.name!r} name presets it does not have: "
+                              f"{unknown}.")
+        bad = {k: v for k, v in self.seconds.items() if not isinstance(v, int | float) or not v > 0}
+        if bad:
+            raise ConfigError(f"seconds of experiment {self.name!r} must be positive numbers of seconds; got {bad}.")
         for key, config in self.presets.items():
             if getattr(config, "experiment", None) != self.name or not all(
                     hasattr(config, a) for a in ("with_overrides", "describe", "keys", "progress_total", "to_json")):
@@ -72,8 +82,8 @@ class Experiment:
 
     def preset(self, name: str) -> Any:
         if name not in self.presets:
-            raise UnknownNameError(f"experiment {self.name!r} has no preset {name!r}; choose one of "
-                                   f"{', '.join(self.presets)}.")
+            raise UnknownNameError(f"experiment {self.name!r} has no preset {name!r}"
+                                   f"{did_you_mean(name, self.presets, listing='`resflow run --list`')}.")
         return self.presets[name]
 
 
@@ -104,7 +114,7 @@ def get_experiment(name: str) -> Experiment:
     """The registered experiment ``name``; an unknown name lists the registered ones."""
     registry = registered()
     if name not in registry:
-        raise UnknownNameError(f"unknown experiment {name!r}; choose one of {', '.join(registry)}.")
+        raise UnknownNameError.of("experiment", name, registry, listing="`resflow run --list`")
     return registry[name]
 
 

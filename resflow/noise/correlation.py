@@ -25,7 +25,7 @@ import torch
 
 from .._random import SeedLike, as_generator, unit_draw
 from .._validate import check_choice, check_int, check_real
-from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
+from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError, closest
 from .fgn import FGN_METHODS, fgn_covariance, sample_fgn
 
 __all__ = ["DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "group_of", "parse_correlation"]
@@ -216,7 +216,9 @@ def parse_correlation(spec: str) -> DepthCorrelation:
         except ValueError as exc:
             raise ConfigError(f"correlation {spec!r}: {arg!r} is not a number.") from exc
         return Equicorrelated(value) if name != "fractional" else Fractional(value)
+    close = closest(name, ("iid", "independent", "tied", "correlated", "fractional", "grouped"))
     raise UnknownNameError(
-        f"unknown correlation {spec!r}; use 'iid', 'independent', 'tied', 'correlated:RHO' "
+        f"unknown correlation {spec!r}{' (did you mean ' + ' or '.join(map(repr, close)) + '?)' if close else ''}; "
+        "use 'iid', 'independent', 'tied', 'correlated:RHO' "
         "(0 <= RHO <= 1), 'fractional:H' (0 < H < 1) or 'grouped:K[:RHO]'."
     )

@@ -5,7 +5,8 @@ module         what it holds
 =============  =============================================================================
 ``store``      :class:`Store`: a directory of atomically written zarr records, append-only;
                ``check``/``gc`` for what killed writers leave behind
-``workdirs``   fresh per-run working directories (checkpoints, figures) that never overwrite
+``workdirs``   fresh per-run working directories (checkpoints, figures) that never overwrite;
+               ``run.lock``, held while a run works: in progress or interrupted, told apart
 =============  =============================================================================
 
 Depends on xarray and zarr only (no torch) and knows no record's variables: what each kind holds, how
@@ -23,7 +24,8 @@ from .store import (
            StoreReport,
            Validator,
 )
-from .workdirs import new_run_dir
+from .workdirs import RUN_LOCK, RunBusyError, lock_holder, new_run_dir, run_lock
 
 __all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "RECORD_KINDS",
-           "STORE_VERSION", "Validator", "new_run_dir"]
+           "STORE_VERSION", "Validator", "new_run_dir", "run_lock", "lock_holder", "RUN_LOCK",
+           "RunBusyError"]

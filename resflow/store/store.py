@@ -8,7 +8,8 @@ Layout::
       runs/.tmp-<pid>@<host>--<record-id>.zarr/
                                   a record being written by process <pid> on <host> (never read;
                                   left behind only by a crash; ``Store.gc`` removes it)
-      work/<experiment>-<time>/   checkpoints, fits and figures of runs in progress or done
+      work/<experiment>-<time>/   checkpoints, fits and figures of runs in progress or done;
+                                  ``run.lock`` held while the run works (:mod:`.workdirs`)
 
 A record is written to a temporary directory and renamed into place (``os.rename`` of a directory
 is atomic on POSIX), so a reader never sees half a record and a crash leaves the previous state
@@ -68,14 +69,16 @@ class RecordInfo:
 
 @dataclass(frozen=True)
 class Leftover:
-    """Something a writer left in ``runs/`` or beside the marker that is not a finished record."""
+    """Something a writer left in ``runs/`` or beside the marker that is not a finished record (or, listed by
+    :func:`resflow.workflows.check_store`, a run directory of ``work/`` whose run did no work)."""
 
     path: Path
-    what: str  # "partial record" | "marker temporary" | "unknown entry"
+    what: str  # "partial record" | "marker temporary" | "unfinished run (no work done)"
     writer: str  # "<pid>@<host>" or "" when the name does not say
     writer_alive: bool  # the writer is a live process on this host (its leftover is still being written)
     age_s: float
     removable: bool  # what ``Store.gc`` would remove (see there)
+    kept_because: str = ""  # why a leftover that is not removable is kept, where the fields above do not say
 
 
 @dataclass

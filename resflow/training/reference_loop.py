@@ -37,7 +37,7 @@ from .data import ReplicateStreams
 from .engine import resolve_device
 from .results import TrainingResult
 from .targets import Targets, check_run
-from .teacher import Teacher
+from .teacher import Teacher, shared_teacher_depth
 
 __all__ = ["ReferenceLoop", "train_reference"]
 
@@ -139,8 +139,8 @@ class ReferenceLoop:
 def train_reference(
     specs: list[StudentSpec], teachers: dict[str, Teacher], config: TrainConfig, *, seed: int = 0
 ) -> TrainingResult:
-    """Train every student of ``specs`` one by one (see the module docstring); students in
-    :meth:`StudentSpec.sort_key` order."""
+    """Train every student of ``specs`` one by one (see the module docstring); the result holds them in the
+    order of ``specs``, as :func:`~resflow.training.train`'s does."""
     loop = ReferenceLoop(specs, teachers, config)
     stream = ReplicateStreams(seed, loop.replicates, loop.width, loop.dtype, loop.device)
 
@@ -162,5 +162,6 @@ def train_reference(
     return TrainingResult(
         specs=loop.order, eval_steps=eval_steps, test_loss=np.stack(history, axis=1), final_batches=final,
         failed=np.zeros(n, dtype=bool), fail_reason=[""] * n, hidden={},
-        wall_time=time.perf_counter() - t0, device=str(loop.device), steps_done=config.steps,
-    )
+        wall_time=time.perf_counter() - t0, device=str(loop.device), steps_done=config.steps, config=config,
+        teacher_depth=shared_teacher_depth(teachers), seed=seed,
+    ).for_specs(specs)

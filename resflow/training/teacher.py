@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +43,10 @@ from ..dynamics.fields import MLPField, mlp_init_std, mlp_parameter_shapes, rmsn
 from ..dynamics.stack import ResidualStack
 from ..dynamics.stepper import integrate_fixed
 from ..dynamics.tableau import TABLEAUX
-from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
+from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError, closest
 from ..noise.correlation import DepthCorrelation, Equicorrelated, Fractional, Grouped, parse_correlation
 
-__all__ = ["TEACHER_FAMILIES", "TeacherConfig", "Teacher"]
+__all__ = ["TEACHER_FAMILIES", "TeacherConfig", "Teacher", "shared_teacher_depth"]
 
 TEACHER_FAMILIES = ("independent", "tied", "correlated", "fractional", "grouped")
 
@@ -192,7 +193,10 @@ class TeacherConfig:
         if not isinstance(spec, str):
             raise ConfigError(f"teacher spec must be a string such as 'correlated:0.9'; got {spec!r}.")
         family = spec.partition(":")[0]
-        unknown = UnknownNameError(f"unknown teacher spec {spec!r}; use 'independent', 'tied', 'correlated:RHO', "
+        close = closest(family, TEACHER_FAMILIES)
+        unknown = UnknownNameError(f"unknown teacher spec {spec!r}"
+                                   + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+                                   + "; use 'independent', 'tied', 'correlated:RHO', "
                                    "'fractional:H' or 'grouped:K[:RHO]' (or a grammar, 'rhm:L', with train.loss=ce).")
         if family not in TEACHER_FAMILIES:
             raise unknown
@@ -314,3 +318,11 @@ class Teacher(nn.Module):
 
     def extra_repr(self) -> str:
         return f"family={self.config.label!r}, width={self.width}, depth={self.depth}, seed={self.config.seed}"
+
+
+def shared_teacher_depth(teachers: Mapping[Hashable, object]) -> float:
+    """The depth of the run's teachers when they are flows of one depth (:class:`Teacher`); ``inf`` otherwise."""
+    if not all(isinstance(t, Teacher) for t in teachers.values()):
+        return math.inf
+    depths = {t.depth for t in teachers.values()}
+    return float(depths.pop()) if len(depths) == 1 else math.inf

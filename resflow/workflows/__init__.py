@@ -1,22 +1,26 @@
 """Workflows: one public function under every command, each returning a typed result.
 
-=============  ===============================  =============================================
-module         function                         command
-=============  ===============================  =============================================
-``run``        :func:`run_experiment`           ``resflow run`` (build, train, store, fit, figure)
-``ladder``     :func:`run_ladder`               ``resflow run lm-ladder`` (language models trained here)
-``fit``        :func:`fit_store`                ``resflow fit`` (fit records; reuses existing ones)
-``llm``        :func:`fit_llm_table`            ``resflow llm-fit``
-``probe``      :func:`probe_models`             ``resflow probe``
-``compare``    :func:`compare_stores`           ``resflow compare``
-``demo``       :func:`run_flow_demo`            ``resflow demo``
-``sweep``      :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
-``bench``      :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
-``report``     :func:`report_run`               ``resflow report`` (Markdown tables of a run)
-``intervene``  :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
-``stores``     :func:`check_store`              ``resflow store check`` (each kind checked by its writer)
-``exits``      :func:`student_exits`            ``resflow run`` (early exit of every trained student)
-=============  ===============================  =============================================
+==============  ===============================  =============================================
+module          function                         command
+==============  ===============================  =============================================
+``run``         :func:`run_experiment`           ``resflow run`` (build, train, store, fit, figure)
+``ladder``      :func:`run_ladder`               ``resflow run lm-ladder`` (language models trained here)
+``fit``         :func:`fit_store`                ``resflow fit`` (fit records; reuses existing ones)
+``llm``         :func:`fit_llm_table`            ``resflow llm-fit``
+``probe``       :func:`probe_models`             ``resflow probe``
+``compare``     :func:`compare_stores`           ``resflow compare``
+``demo``        :func:`run_flow_demo`            ``resflow demo``
+``sweep``       :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
+``bench``       :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
+``report``      :func:`report_run`               ``resflow report`` (Markdown tables of a run)
+``figures``     :func:`draw_run_figure`          a run's figure redrawn from its record (docs/results.md)
+``intervene``   :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
+``stores``      :func:`check_store`              ``resflow store check`` (each kind checked by its writer),
+                :func:`gc_store`                 ``resflow store gc``
+``unfinished``  :func:`unfinished_runs`          runs without a record: in progress, interrupted, idle
+``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
+``exits``       :func:`student_exits`            ``resflow run`` (early exit of every trained student)
+==============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis
 (:mod:`resflow.analysis`), the LLM side (:mod:`resflow.llm`) and the store, which never import it.
@@ -26,20 +30,24 @@ The command line (:mod:`resflow.cli`) only parses, calls one of these and prints
 from .bench import BenchResult, bench_engine
 from .compare import Comparison, compare_stores
 from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
+from .figures import RunFigure, draw_run_figure
 from .fit import RunFits, fit_store
 from .intervene import InterventionRun, intervene_models, intervene_teacher
 from .ladder import LadderRun, run_ladder
 from .llm import LLMFitResult, fit_llm_table
 from .probe import ProbeRun, probe_models, probe_teacher
-from .report import report_run
+from .report import report_run, unfinished_note
+from .resume import resume_config
 from .run import ExperimentResult, find_resumable, run_experiment
-from .stores import check_store
+from .stores import StoreCheck, check_store, gc_store
 from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid, run_sweep
+from .unfinished import UnfinishedRun, unfinished_runs
 
 __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
     "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
     "BenchResult", "bench_engine", "report_run", "check_store", "InterventionRun", "intervene_models",
-    "intervene_teacher", "LadderRun", "run_ladder",
+    "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck", "gc_store", "UnfinishedRun", "unfinished_runs",
+    "resume_config", "unfinished_note", "RunFigure", "draw_run_figure",
 ]

@@ -20,7 +20,7 @@ from ..llm.ladder_fit import LadderFit, ladder_fits
 from ..llm.ladder_records import KIND, ladder_dataset, ladder_tables, plot_ladder
 from ..llm.lm import require_llm
 from ..provenance import provenance
-from ..store import Store
+from ..store import Store, run_lock
 
 __all__ = ["LadderRun", "run_ladder", "FIGURE_NAME"]
 
@@ -41,10 +41,10 @@ class LadderRun:
     tables: str
 
 
-def _resumable(store: Path, config: LadderConfig) -> Path:
+def _resumable(store: Path, config: LadderConfig, run: str | None = None) -> Path:
     work = store / "work"
-    candidates = sorted(p for p in work.glob(f"{config.experiment}-*") if (p / RUN_INFO).is_file()
-                        and not (p / RECORD_NAME).exists()) if work.is_dir() else []
+    candidates = sorted(p for p in work.glob(f"{config.experiment}-*" if run is None else run)
+                        if (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()) if work.is_dir() else []
     if not candidates:
         raise ConfigError(f"no interrupted {config.experiment!r} run to resume in {str(store)!r}; run without "
                           "--resume.")
@@ -59,24 +59,27 @@ def _resumable(store: Path, config: LadderConfig) -> Path:
     return run_dir
 
 
-def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool = False,
+def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool | str = False,
                progress: Callable[[int, int, str], None] | None = None) -> LadderRun:
-    """Train and measure every model of ``config`` and write the ``lm-ladder`` record and figure into ``out``."""
+    """Train and measure every model of ``config`` and write the ``lm-ladder`` record and figure into ``out``;
+    ``resume`` continues the latest unfinished ladder of ``out``, or the run of that id."""
     require_llm()  # before anything is written
     check_device(config)
     out = Path(out)
     if resume:
-        run_dir = _resumable(out, config)
+        run_dir = _resumable(out, config, resume if isinstance(resume, str) else None)
         store = Store.open(out)
     else:
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
         atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json())}, indent=1))
-    trained = train_ladder(config, run_dir, progress=progress)
-    prov = provenance(config.to_dict(), seed=config.first_seed, experiment=config.experiment, device=trained.device)
-    ds = ladder_dataset(trained, prov)
-    record = store.write(ds, kind=KIND, name=config.experiment)
-    atomic_write(run_dir / RECORD_NAME, record + "\n")
+    with run_lock(run_dir):  # held while it works: `resflow store check` tells in progress from interrupted
+        trained = train_ladder(config, run_dir, progress=progress)
+        prov = provenance(config.to_dict(), seed=config.first_seed, experiment=config.experiment,
+                          device=trained.device)
+        ds = ladder_dataset(trained, prov)
+        record = store.write(ds, kind=KIND, name=config.experiment)
+        atomic_write(run_dir / RECORD_NAME, record + "\n")
     fits = ladder_fits(ds)
     atomic_write(run_dir / "fits.json", json.dumps([f.to_json() for f in fits], indent=1))
     figure = save_figure(plot_ladder(ds, fits), run_dir / FIGURE_NAME, prov)

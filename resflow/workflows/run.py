@@ -2,14 +2,18 @@
 
 :func:`run_experiment` is what ``resflow run`` calls.  It writes the run as a ``toy-run`` record and
 its fits as a ``fit`` record of the store, and ``fits.json`` and ``figure.png`` into the run's work
-directory ``STORE/work/<experiment>-<time>/``; an interrupted run (Ctrl-C, a kill) resumes from its
-checkpoint.
+directory ``STORE/work/<experiment>-<time>/`` (its run id), beside ``run.json`` (the configuration, the
+preset, when it started) and the checkpoints; the run holds ``run.lock`` there while it works.  An interrupted
+run (Ctrl-C, a kill) resumes from its checkpoint; one that fails before any work leaves no directory.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as _dt
 import json
+import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,23 +37,24 @@ from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
 from ..provenance import provenance
 from ..records import build_dataset
-from ..store import Store
+from ..store import Store, lock_holder, run_lock
 from ..training.block import student_forward, student_layer_steps
 from ..training.continuation import train_by_doubling
-from ..training.engine import CHECKPOINT_NAME
+from ..training.engine import CHECKPOINT_NAME, resolve_device
 from ..training.hidden import metric_inputs
 from ..training.routes import train_routes
 from ..training.targets import teacher_key
 from .exits import EXIT_RULE_NOTE, student_exits
 from .intervene import student_interventions
 
-__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "RECORD_NAME", "FIGURE_NAME",
-           "FITS_NAME"]
+__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "checkpoint_steps", "run_started",
+           "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]
 
 RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
 FIGURE_NAME = "figure.png"
 FITS_NAME = "fits.json"
-RUN_INFO = "run.json"
+RUN_INFO = "run.json"  # in a work directory: {"config": ..., "preset": ..., "started": ISO time}
+RUN_STAMP = re.compile(r"-(\d{8}T\d{6}Z)(?:-\d+)?$")  # the UTC time in a run id, <experiment>-<time>[-N]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,14 +89,68 @@ def has_checkpoint(run_dir: Path) -> bool:
     return (run_dir / CHECKPOINT_NAME).exists() or any(run_dir.glob(f"*/{CHECKPOINT_NAME}"))
 
 
-def find_resumable(store: Path | str, experiment: str) -> Path:
-    """Latest work directory of ``experiment`` in ``store`` with a checkpoint and no record yet."""
+def checkpoint_steps(run_dir: Path) -> dict[str, tuple[int | None, float]]:
+    """Every checkpoint of a run directory, oldest first: stage (``""`` for the run itself) -> (its step, None
+    when unreadable; when it was written, POSIX time).  Reads each checkpoint's step only (memory-mapped)."""
+    import torch
+
+    found = {}
+    paths = [run_dir / CHECKPOINT_NAME, *run_dir.glob(f"*/{CHECKPOINT_NAME}")]
+    for path in sorted((p for p in paths if p.is_file()), key=lambda p: p.stat().st_mtime):
+        try:
+            step = int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
+        except Exception:  # damaged, or replaced while we read: the step is unknown, the stage is there
+            step = None
+        found["" if path.parent == run_dir else path.parent.name] = (step, path.stat().st_mtime)
+    return found
+
+
+def run_started(run_dir: Path) -> _dt.datetime | None:
+    """When the run of ``run_dir`` started (UTC): from its ``run.json``, else from its id."""
+    try:
+        return _dt.datetime.fromisoformat(json.loads((run_dir / RUN_INFO).read_text())["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    stamp = RUN_STAMP.search(run_dir.name)
+    return _dt.datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.UTC) if stamp else None
+
+
+def find_resumable(store: Path | str, experiment: str | None = None, *, run: str | None = None) -> Path:
+    """The work directory to resume in ``store``: the run ``run`` (a run id, the directory's name), or else the
+    latest run of ``experiment`` (of any, when None) with a checkpoint, no record yet, and no process at work on it."""
     work = Path(store) / "work"
-    candidates = sorted(p for p in work.glob(f"{experiment}-*") if has_checkpoint(p)
-                        and not (p / RECORD_NAME).exists()) if work.is_dir() else []
+    if run is not None:
+        run_dir = work / run
+        if not (run_dir / RUN_INFO).is_file():
+            raise ConfigError(f"no run {run!r} in {str(work)!r}; `resflow store check {store}` lists the unfinished "
+                              "runs and their ids.")
+        if (run_dir / RECORD_NAME).exists():
+            record = (run_dir / RECORD_NAME).read_text().strip()
+            raise ConfigError(f"the run {run} is finished (its record is {record}); there is nothing to resume.")
+        if not has_checkpoint(run_dir):
+            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; start a new "
+                              f"run without --resume (`resflow store gc {store}` removes it).")
+        return run_dir
+    unfinished = [p for p in (work.glob(f"{experiment}-*" if experiment else "*") if work.is_dir() else [])
+                  if has_checkpoint(p) and (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()
+                  and (experiment is None or _experiment_of(p) == experiment)]
+    busy = [p.name for p in unfinished if lock_holder(p)[1]]
+    candidates = sorted((p for p in unfinished if p.name not in busy), key=lambda p: (run_started(p) or _EPOCH, p.name))
     if not candidates:
-        raise ConfigError(f"no interrupted {experiment!r} run to resume in {str(store)!r}; run without --resume.")
+        what = f"{experiment!r} run" if experiment else "run"
+        raise ConfigError(f"no interrupted {what} to resume in {str(store)!r}"
+                          + (f" ({', '.join(busy)} in progress)" if busy else "") + "; run without --resume.")
     return candidates[-1]
+
+
+_EPOCH = _dt.datetime.fromtimestamp(0, _dt.UTC)
+
+
+def _experiment_of(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / RUN_INFO).read_text())["config"]["experiment"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: bool = False,
@@ -169,8 +228,8 @@ def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.n
     return out
 
 
-def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = False,
-                   progress: Callable[[int, int, dict[str, float]], None] | None = None,
+def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | str = False,
+                   preset: str | None = None, progress: Callable[[int, int, dict[str, float]], None] | None = None,
                    stop_after: int | None = None) -> ExperimentResult:
     """Train every student of ``config`` and write the run, its fits and its figure into the store ``out``.
 
@@ -180,26 +239,45 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool = 
         E.g. ``resflow.preset("smooth-vs-rough", "cpu").with_overrides(["train.steps=2000"])``.
     out : path
         The store (created if missing, unless resuming).
-    resume : bool
-        Continue the latest interrupted run of this experiment in ``out`` (the same config is required).
+    resume : bool or str
+        Continue the latest interrupted run of this experiment in ``out``, or the run of this id (the name of its
+        work directory); the same config is required (:func:`resflow.workflows.resume_config` reads it).
+    preset : str, optional
+        The preset ``config`` was built from, kept in the run's ``run.json`` for listings and resumption.
     progress : callable, optional
         ``progress(step, total, mean train loss per target)``, about every 1% of training.
     stop_after : int, optional
         Stop after this many steps (checkpointed, resumable); for tests of resumption.
     """
     experiment = get_experiment(config.experiment)
+    resolve_device(config.train.device)  # before any directory: --device cuda without a GPU leaves nothing
     out = Path(out)
-    if resume:
-        run_dir = find_resumable(out, config.experiment)  # before opening: resuming never creates a store
+    if resume:  # before opening: resuming never creates a store
+        run_dir = find_resumable(out, config.experiment, run=resume if isinstance(resume, str) else None)
         store = Store.open(out)
         saved = json.loads((run_dir / RUN_INFO).read_text())
         if saved["config"] != json.loads(config.to_json()):
-            raise ConfigError(f"{run_dir} was started with a different configuration; pass the same preset and --set "
-                              "options to resume it.")
+            raise ConfigError(f"{run_dir} was started with a different configuration; resume it with its own "
+                              "(resflow run RUN_ID --resume reads it), or start a new run.")
     else:
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
-        atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json())}, indent=1))
+        started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json()), "preset": preset,
+                                                     "started": started}, indent=1))
+    try:
+        with run_lock(run_dir):
+            return _run_in(run_dir, store, config, experiment, resume=bool(resume), progress=progress,
+                           stop_after=stop_after)
+    except BaseException:
+        if not resume and not has_checkpoint(run_dir):  # failed before any work: nothing to resume, nothing kept
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _run_in(run_dir: Path, store: Store, config: ExperimentConfig, experiment, *, resume: bool, progress,
+            stop_after: int | None) -> ExperimentResult:
+    """Train, write the records, fit and draw: the work of :func:`run_experiment` in its run directory."""
     steps_done, ds, prov = train_dataset(config, run_dir=run_dir, resume=resume, progress=progress,
                                          stop_after=stop_after)
     if ds is None:
