@@ -111,7 +111,7 @@ def run(
 
         def started() -> None:  # the header, once: at once, or (resuming) once the interrupted run goes on
             while header:
-                err_console.print(header.pop(), highlight=False)
+                err_console.print(header.pop(0), highlight=False)
 
         if not resume:  # resuming: no header above "no interrupted run to resume" or another refusal
             started()
