@@ -55,6 +55,7 @@ def test_bench_refuses_unknown_cases(tmp_path):
     assert result.exit_code == 2 and "unknown bench case" in result.output and not (tmp_path / "s").exists()
 
 
+@pytest.mark.slow  # about a minute on 2 cores: the script runs for real on the device (benchmarks/gpu.sh)
 def test_gpu_script_runs_in_smoke_mode_on_the_cpu(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
