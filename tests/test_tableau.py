@@ -75,7 +75,9 @@ def test_inconsistent_tableaux_are_rejected(kwargs, message):
 def test_get_tableau_names_the_choices():
     assert get_tableau("rk4") is TABLEAUX["rk4"]
     assert get_tableau(TABLEAUX["heun"]) is TABLEAUX["heun"]
-    with pytest.raises(UnknownNameError, match="'rk5' is not registered; choose one of euler"):
-        get_tableau("rk5")
+    with pytest.raises(UnknownNameError, match=r"'rk44' is not registered; did you mean 'rk4'\? \(choose one of euler"):
+        get_tableau("rk44")
+    with pytest.raises(UnknownNameError, match="'zzz' is not registered; choose one of euler"):
+        get_tableau("zzz")
     with pytest.raises(resflow.ConfigError, match="got 3"):
         get_tableau(3)

@@ -19,7 +19,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import ConfigError, TableauError, UnknownNameError
+from ..errors import ConfigError, TableauError, UnknownNameError, did_you_mean
 from .rooted_trees import elementary_weight, tree_factorial, tree_order, trees_of_order
 
 __all__ = ["ButcherTableau", "TABLEAUX", "get_tableau"]
@@ -212,10 +212,8 @@ def get_tableau(scheme: str | ButcherTableau) -> ButcherTableau:
     if isinstance(scheme, str) and scheme in TABLEAUX:
         return TABLEAUX[scheme]
     if isinstance(scheme, str):
-        raise UnknownNameError(
-            f"scheme {scheme!r} is not registered; choose one of {', '.join(TABLEAUX)} "
-            "or pass a resflow.ButcherTableau."
-        )
+        raise UnknownNameError(f"scheme {scheme!r} is not registered{did_you_mean(scheme, TABLEAUX)}; or pass a "
+                               "resflow.ButcherTableau (resflow tableaux lists them).")
     raise ConfigError(
         f"scheme must be a registered name or a ButcherTableau; got {scheme!r} ({type(scheme).__name__})."
     )
