@@ -12,7 +12,7 @@ __all__ = ["EXPERIMENT_ENTRY_POINTS", "PRESETS", "OVERVIEW", "experiment_names",
            "demo_descriptions", "demo_listing"]
 
 EXPERIMENT_ENTRY_POINTS = "resflow.experiments"  # the group the registry discovers experiments from
-PRESETS = ("quick", "cpu", "cpu-certified", "cpu-converged", "cpu-shared-head", "gpu", "gpu-wide", "paper", "tiny")
+PRESETS = ("cpu", "cpu-certified", "cpu-converged", "cpu-shared-head", "gpu", "gpu-wide", "paper", "quick", "tiny")
 
 
 def experiment_names() -> list[str]:
