@@ -50,6 +50,31 @@ def test_bench_rows_json_and_record(tiny_cases, tmp_path):
     assert again.exit_code == 0 and len(Store.open(store).records(kind="bench")) == 2  # a new record, none replaced
 
 
+def test_a_loaded_case_runs_beside_a_busy_process_and_reports_its_slowdown(tiny_cases, monkeypatch):
+    """cpu-preset-loaded's machinery on a tiny case: a busy process is started for the loaded case only and killed
+    after it, the loaded case has no loop row, and its slowdown is its time over its quiet twin's."""
+    import dataclasses
+
+    monkeypatch.setitem(bench.CASES, "tiny-loaded", dataclasses.replace(tiny_cases, name="tiny-loaded", loaded=True,
+                                                                          quiet="tiny"))
+    monkeypatch.setattr(bench, "WARM_UP_S", 0.0)
+    started = []
+    real = subprocess.Popen
+
+    def popen(command, **kwargs):
+        started.append(real(command, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(bench.subprocess, "Popen", popen)
+    rows = bench.run_bench("cpu", cases=("tiny", "tiny-loaded"), rounds=2)
+    assert [(r.case, r.engine) for r in rows] == [("tiny", "batched"), ("tiny", "loop"), ("tiny-loaded", "batched")]
+    assert len(started) == 2 and all("while True" in p.args[-1] for p in started)  # one per round of the loaded case
+    assert all(p.poll() is not None for p in started)  # killed after each
+    quiet, _, loaded = rows
+    assert quiet.slowdown_vs_quiet is None and loaded.speedup_vs_loop is None
+    assert loaded.slowdown_vs_quiet > 0 and loaded.threads >= 1
+
+
 def test_bench_refuses_unknown_cases(tmp_path):
     result = CliRunner().invoke(app, ["bench", "--case", "huge", "--out", str(tmp_path / "s")])
     assert result.exit_code == 2 and "unknown bench case" in result.output and not (tmp_path / "s").exists()

@@ -75,3 +75,22 @@ def test_a_gpu_run_is_left_alone(monkeypatch):
     with ThreadGovernor("cuda") as governor:
         governor.tick()
         assert torch.get_num_threads() == before
+
+
+def test_training_enters_the_governor_once_and_consults_it_every_step(monkeypatch):
+    """resflow.train runs its loop inside the engine's governor and ticks it on every step."""
+    import resflow
+
+    calls = {"enter": 0, "tick": 0}
+    enter = ThreadGovernor.__enter__
+
+    def counting_enter(self):
+        calls["enter"] += 1
+        return enter(self)
+
+    monkeypatch.setattr(ThreadGovernor, "__enter__", counting_enter)
+    monkeypatch.setattr(ThreadGovernor, "tick", lambda self: calls.__setitem__("tick", calls["tick"] + 1))
+    teachers = {"tied": resflow.Teacher("tied", width=4, depth=4, seed=0)}
+    students = [resflow.StudentSpec("tied", "euler", 2, replicate=0)]
+    resflow.train(students, teachers, resflow.TrainConfig.classroom(steps=5), seed=0)
+    assert calls == {"enter": 1, "tick": 5}
