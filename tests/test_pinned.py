@@ -1,0 +1,94 @@
+"""The engine's losses pinned bit for bit: short runs of four recipes against losses recorded before a refactor.
+
+The runs cover what the engine branches on: SOAP with depth-doubling continuation (the cpu preset of
+smooth-vs-rough), Adam (its quick preset), KL students with a learned head (temperature) and students of
+tokens and labels (hierarchy).  One thread, float32: the training loop sums in a fixed order, so a refactor
+that only moves code gives the same floats.  ``tests/data/pinned-losses.json`` holds them as written by
+
+    RESFLOW_THREADS=1 python tests/test_pinned.py --write
+
+and names the torch version and machine they were written on; elsewhere the comparison is relative
+(1e-4: another CPU's kernels sum in another order) and says so in its name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PINS = Path(__file__).parent / "data" / "pinned-losses.json"
+
+# (experiment, preset, overrides): each a few seconds on one core
+RUNS = {
+    "soap-continuation": ("smooth-vs-rough", "cpu", ["train.steps=48", "train.eval_every=16", "depths=1,2,4",
+                                                     "replicates=2", "train.eval_batch_size=256",
+                                                     "train.checkpoint_every=48", "lengths=0.5,1"]),
+    "adam": ("smooth-vs-rough", "quick", ["train.steps=48", "train.eval_every=16", "replicates=2",
+                                          "lengths=0.5,1"]),
+    "kl-learned-head": ("temperature", "cpu", ["train.steps=32", "train.eval_every=16", "depths=2,4",
+                                               "replicates=1", "train.eval_batch_size=256",
+                                               "train.checkpoint_every=32", "lengths=1"]),
+    "classes": ("hierarchy", "cpu", ["train.steps=32", "train.eval_every=16", "replicates=1",
+                                     "train.eval_batch_size=256", "train.checkpoint_every=32", "lengths=1"]),
+}
+
+
+def losses_of(name: str) -> dict[str, list[str]]:
+    """Every student's test-loss curve and final batches of the pinned run ``name``, as exact hex floats, by
+    student."""
+    import torch
+
+    import resflow
+    from resflow.training.routes import train_routes
+
+    experiment, preset, overrides = RUNS[name]
+    config = resflow.preset(experiment, preset).with_overrides(overrides + ["train.device=cpu"])
+    threads, setting = torch.get_num_threads(), os.environ.get("RESFLOW_THREADS")
+    os.environ["RESFLOW_THREADS"] = "1"  # the thread governor keeps one thread (a busy machine changes nothing)
+    try:
+        result = train_routes(config.student_specs(), config.teachers(), config.train, seed=config.seed)
+    finally:
+        torch.set_num_threads(threads)
+        if setting is None:
+            del os.environ["RESFLOW_THREADS"]
+        else:
+            os.environ["RESFLOW_THREADS"] = setting
+    rows = np.concatenate([result.test_loss, result.final_batches], axis=1)
+    return {repr(spec): [float(v).hex() for v in row] for spec, row in zip(result.specs, rows, strict=True)}
+
+
+def _same_machine(pins: dict) -> bool:
+    import torch
+
+    return pins["torch"] == torch.__version__ and pins["machine"] == platform.machine()
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_losses_match_the_pins(name):
+    pins = json.loads(PINS.read_text())
+    got, want = losses_of(name), pins["runs"][name]
+    assert got.keys() == want.keys()
+    if _same_machine(pins):  # bit for bit
+        changed = [k for k in want if got[k] != want[k]]
+        assert not changed, f"{len(changed)} of {len(want)} students changed, e.g. {changed[0]}"
+    else:
+        a = np.array([[float.fromhex(v) for v in got[k]] for k in want])
+        b = np.array([[float.fromhex(v) for v in want[k]] for k in want])
+        np.testing.assert_allclose(a, b, rtol=1e-4, equal_nan=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: RESFLOW_THREADS=1 python tests/test_pinned.py --write   (overwrites the pins)")
+    import torch
+
+    runs = {name: losses_of(name) for name in sorted(RUNS)}
+    PINS.write_text(json.dumps({"torch": torch.__version__, "machine": platform.machine(), "runs": runs},
+                               indent=1, sort_keys=True) + "\n")
+    print(f"wrote {PINS}: {sum(len(r) for r in runs.values())} students")
