@@ -7,11 +7,11 @@ forked from the full one), so each route gives its final loss at four budgets; t
 ``--target`` are read off by log-log interpolation between them, and the seconds are those steps times the
 route's time per step, timed in this process (one route after the other; quote the ratios).
 
-Routes: Adam as in the study (betas 0.9, 0.999); Adam with betas 0.95, 0.95; SOAP (``resflow.training.soap``) with
-betas 0.95, 0.95; SOAP with its learning rate doubled; Adam whose batch is 4x larger in the second half of
-training (the per-student loop: the engine has one batch size); and depth-doubling continuation (the depth-8
-student trained by the same route, split into 16 half steps, then trained; its seconds include the depth-8
-training).
+Routes: Adam as in the study (betas 0.9, 0.999); Adam with betas 0.95, 0.95; SOAP
+(``resflow.training.optimizers.soap``) with betas 0.95, 0.95; SOAP with its learning rate doubled; Adam whose batch
+is 4x larger in the second half of training (the per-student loop: the engine has one batch size); and depth-
+doubling continuation (the depth-8 student trained by the same route, split into 16 half steps, then trained; its
+seconds include the depth-8 training).
 
     python benchmarks/routes.py --steps 20000 --target 3e-5
 
@@ -69,7 +69,7 @@ def engine_route(name: str, steps: int, overrides: list[str], depth: int = 16, i
     losses = {s.length: float(result.final_batches[i].mean()) for i, s in enumerate(result.specs)}
     timing = ms_per_step(config.train, [StudentSpec("tied", "euler", depth, 0)], teachers)
     t = config.train
-    return {"route": name, "optimizer": f"{t.optimizer} {t.adam_beta1}, {t.adam_beta2}",
+    return {"route": name, "optimizer": f"{t.optimizer.name} {t.optimizer.beta1}, {t.optimizer.beta2}",
             "losses": [losses[lam] for lam in LENGTHS], "ms_per_step": timing,
             "parameters": {s.length: p for s, p in result.extra["parameters"].items()}}
 
@@ -125,13 +125,15 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     # every route names its optimizer and betas: the cpu preset it starts from is itself SOAP (0.95, 0.95)
-    soap = ["train.optimizer=soap", "train.adam_beta1=0.95", "train.adam_beta2=0.95"]
+    soap = ["train.optimizer.name=soap", "train.optimizer.beta1=0.95", "train.optimizer.beta2=0.95"]
     budgets = [lam * args.steps for lam in LENGTHS]
     rows = []
-    for name, overrides in (("Adam (study: betas 0.9, 0.999)", ["train.optimizer=adam", "train.adam_beta1=0.9",
-                                                                "train.adam_beta2=0.999"]),
-                            ("Adam, betas 0.95, 0.95", ["train.optimizer=adam", "train.adam_beta1=0.95",
-                                                        "train.adam_beta2=0.95"]),
+    for name, overrides in (("Adam (study: betas 0.9, 0.999)", ["train.optimizer.name=adam",
+                                                                "train.optimizer.beta1=0.9",
+                                                                "train.optimizer.beta2=0.999"]),
+                            ("Adam, betas 0.95, 0.95", ["train.optimizer.name=adam",
+                                                        "train.optimizer.beta1=0.95",
+                                                        "train.optimizer.beta2=0.95"]),
                             ("SOAP, betas 0.95, 0.95", soap),
                             ("SOAP, betas 0.95, 0.95, lr x2", soap + ["train.lr_scale=16"])):
         row = engine_route(name, args.steps, overrides)

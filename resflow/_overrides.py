@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ConfigError, UnknownNameError
 
-__all__ = ["field_types", "typed_assignment"]
+__all__ = ["field_types", "typed_assignment", "config_from_dict", "flat"]
 
 
 def field_types(cls) -> dict[str, Any]:
@@ -54,3 +54,38 @@ def typed_assignment(item: str, keys: dict[str, Any]) -> tuple[str, Any]:
     except ValueError:
         name = getattr(kind, "__name__", str(kind))
         raise ConfigError(f"cannot read {key}={raw.strip()!r} as {name}.") from None
+
+
+def config_from_dict(cls: type, data: dict[str, Any]) -> Any:
+    """The configuration dataclass ``cls`` from its ``to_dict()`` (as ``run.json`` keeps it): lists become
+    tuples, nested configurations are rebuilt (by their own ``from_dict`` where they have one: the training
+    recipe reads its optimiser's keys so), absent keys take their defaults, unknown keys are refused."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(data) - fields):
+        raise ConfigError(f"a saved {cls.__name__} has keys this resflow does not know: {', '.join(unknown)}; "
+                          "resume it with the resflow version that started it, or start a new run.")
+    values = {}
+    for name, value in data.items():
+        kind = hints[name]
+        if dataclasses.is_dataclass(kind) and isinstance(value, dict):
+            value = kind.from_dict(value) if hasattr(kind, "from_dict") else config_from_dict(kind, value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[name] = value
+    return cls(**values)
+
+
+def flat(config: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"depths": (2, 4), "train.steps": 3000, "train.optimizer.name": "soap", ...}``: every key of a
+    configuration as ``--set`` names it (its ``experiment`` left out)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value, key = getattr(config, f.name), prefix + f.name
+        if hasattr(value, "items") and dataclasses.is_dataclass(value):  # an optimiser: its name and fields
+            out.update({f"{key}.{k}": v for k, v in value.items().items()})
+        elif dataclasses.is_dataclass(value):
+            out.update(flat(value, key + "."))
+        elif key != "experiment":
+            out[key] = value
+    return out

@@ -12,11 +12,13 @@ import dataclasses
 
 from resflow.experiments import Experiment, ExperimentConfig
 from resflow.training.config import TrainConfig
+from resflow.training.optimizers import Soap
 
-# The cpu recipe (docs/cpu-preset.md): SOAP (Adam in Shampoo's eigenbasis, resflow.training.soap) with betas 0.95, 0.95
-# at the learning rate 8 * 6e-4 / sqrt(depth), half the run at that rate, then a geometric decay to 1%; batch 512.
+# The cpu recipe (docs/cpu-preset.md): SOAP (Adam in Shampoo's eigenbasis, resflow.training.optimizers.soap) with
+# betas 0.95, 0.95 at the learning rate 8 * 6e-4 / sqrt(depth), half the run at that rate, then a geometric decay
+# to 1%; batch 512.
 CPU_TRAIN = TrainConfig(
-    steps=12_000, batch=512, loss="mse", optimizer="soap", adam_beta1=0.95, adam_beta2=0.95, lr_scale=8.0,
+    steps=12_000, batch=512, loss="mse", optimizer=Soap(beta1=0.95, beta2=0.95), lr_scale=8.0,
     constant_fraction=0.5, decay="geometric", final_lr_fraction=0.01, eval_every=500, eval_batches=4,
     eval_batch_size=4096, checkpoint_every=1000,
 )

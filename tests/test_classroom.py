@@ -90,7 +90,7 @@ def test_fit_dataset_names_what_it_takes():
 
 def test_the_classroom_recipe():
     config = TrainConfig.classroom()
-    assert (config.steps, config.batch, config.loss, config.optimizer, config.lr_scale, config.lr_depth_scaling) == (
+    assert (config.steps, config.batch, config.loss, config.optimizer.name, config.lr_scale, config.lr_depth_scaling) == (
         3000, 128, "mse", "adam", 32.0, True)
     assert (config.constant_fraction, config.decay, config.final_lr_fraction, config.device) == (
         0.5, "geometric", 0.01, "cpu")

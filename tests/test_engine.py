@@ -87,6 +87,24 @@ def test_resuming_a_finished_run_reproduces_its_final_evaluation(tmp_path):
     assert np.array_equal(straight.final_batches, again.final_batches)
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "soap"])
+def test_a_checkpoint_of_format_3_resumes_exactly(tmp_path, optimizer):
+    """Runs checkpointed before the optimiser rules (format 3: buffers ``adam_m``, ``adam_v``, ``precond``,
+    ``bases``) resume to the same numbers: the format-3 file is written from a format-4 one by hand."""
+    specs, teachers, cfg = tiny_run(optimizer=optimizer)
+    straight = train(specs, teachers, cfg, seed=1)
+    train(specs, teachers, cfg, seed=1, run_dir=tmp_path, stop_after=80)
+    checkpoint = torch.load(tmp_path / CHECKPOINT_NAME, weights_only=True)
+    assert checkpoint["format"] == 4
+    banks = checkpoint.pop("optimiser")
+    old = {"adam_m": "m", "adam_v": "v", "precond": "factors", "bases": "bases"}
+    checkpoint.update({key: [bank[name] for bank in banks if name in bank] for key, name in old.items()},
+                      format=3)
+    torch.save(checkpoint, tmp_path / CHECKPOINT_NAME)
+    resumed = train(specs, teachers, cfg, seed=1, run_dir=tmp_path, resume=True)
+    assert np.array_equal(straight.test_loss, resumed.test_loss)
+
+
 def test_resume_refuses_a_different_configuration(tmp_path):
     specs, teachers, cfg = tiny_run()
     train(specs, teachers, cfg, seed=1, run_dir=tmp_path, stop_after=40)

@@ -10,7 +10,8 @@ import torch
 from resflow import Teacher
 from resflow.training import StudentSpec, TrainConfig, train, train_reference
 from resflow.training.bank import StudentBank
-from resflow.training.soap import SoapLayout
+from resflow.training.optimizers import Adam, Soap
+from resflow.training.optimizers.soap import SoapLayout
 
 # Per step, from the same state: the same arithmetic in float32 but batched (bmm) against per-matrix (tensordot),
 # so results agree to rounding; QR refreshes sort eigenvalue estimates, then orthogonalise: 1e-4 leaves room.
@@ -39,13 +40,13 @@ def test_one_soap_step_equals_the_reference_implementations_from_the_same_state(
     plain steps and two refreshes of the bases, precondition_frequency 5)."""
     from pytorch_optimizer import SOAP
 
-    from resflow.training.soap import SoapSettings, soap_apply, soap_init
+    from resflow.training.optimizers.soap import soap_apply, soap_init
 
     torch.manual_seed(0)
     specs = [StudentSpec("tied", scheme, d, 0) for d in (1, 3)]
     bank = StudentBank(specs, width=4, hidden=6, vocab=5)
     layout = SoapLayout(bank, heads=heads)
-    settings = SoapSettings(beta1=0.9, beta2=0.95, eps=1e-8, shampoo_beta=0.9, precondition_frequency=5)
+    settings = Soap(beta1=0.9, beta2=0.95, eps=1e-8, shampoo_beta=0.9, precondition_frequency=5)
     dtype = torch.float32
     param = torch.randn(bank.size, dtype=dtype)
     m, v, work = torch.zeros_like(param), torch.zeros_like(param), torch.zeros_like(param)
@@ -113,8 +114,8 @@ def test_training_with_batched_soap_follows_the_reference_implementation(loss, t
     specs = [StudentSpec(t, sch, d, 0, T, length, groups) for t in teachers for sch in ("euler", "midpoint")
              for d in (2, 3) for T in temperatures for length in (0.5, 1.0)]
     config = TrainConfig(steps=60, batch=32, loss=loss, temperatures=temps, eval_every=20, eval_batches=2,
-                         eval_batch_size=128, dtype="float64", optimizer="soap", precondition_frequency=5,
-                         adam_beta1=0.95, adam_beta2=0.95, lr_scale=4.0, constant_fraction=0.5)
+                         eval_batch_size=128, dtype="float64",
+                         optimizer=Soap(beta1=0.95, beta2=0.95, precondition_frequency=5), lr_scale=4.0, constant_fraction=0.5)
     a, b = train(specs, teachers, config, seed=1), train_reference(specs, teachers, config, seed=1)
     ia = {_key(a, i): i for i in range(len(a.specs))}
     ib = {_key(b, i): i for i in range(len(b.specs))}
@@ -122,7 +123,7 @@ def test_training_with_batched_soap_follows_the_reference_implementation(loss, t
     for key in ia:
         np.testing.assert_allclose(a.test_loss[ia[key]], b.test_loss[ib[key]], rtol=RUN_RTOL, err_msg=str(key))
     assert (a.test_loss[:, -1] < a.test_loss[:, 0]).all()  # every student learned
-    adam = train(specs, teachers, dataclasses.replace(config, optimizer="adam"), seed=1)
+    adam = train(specs, teachers, dataclasses.replace(config, optimizer=Adam(beta1=0.95, beta2=0.95)), seed=1)
     assert np.max(np.abs(adam.test_loss[:, -1] / a.test_loss[:, -1] - 1)) > 2 * RUN_RTOL  # the check can tell
 
 
@@ -136,7 +137,8 @@ def test_soap_differs_from_adam_and_its_first_step_only_sets_up_the_precondition
     state = tr.init(0)
     before = state.params[0].clone()
     tr.step(state, *tr.next_batch(state))
-    assert torch.equal(state.params[0], before) and state.precond[0].abs().sum() > 0 and state.bases[0].any()
+    assert torch.equal(state.params[0], before) and state.optimiser[0]["factors"].abs().sum() > 0
+    assert state.optimiser[0]["bases"].any()
     tr.step(state, *tr.next_batch(state))
     assert not torch.equal(state.params[0], before)
     soap = train(specs, teachers, TrainConfig(optimizer="soap", **base), seed=0)

@@ -24,6 +24,7 @@ from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..training.block import ROUTES, StudentSpec
 from ..training.classes import HierarchyTarget, HierarchyTargetConfig, one_shape
 from ..training.config import TrainConfig
+from ..training.optimizers import optimizer_field_types
 from ..training.teacher import Teacher, TeacherConfig
 
 __all__ = ["ExperimentConfig", "config_keys", "parse_assignment"]
@@ -231,7 +232,7 @@ class ExperimentConfig:
         return config_keys()
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
+        out = dataclasses.asdict(self) | {"train": self.train.to_dict()}
         if self.student_groups == (0,):  # plain students only: the dict (and run ids, sweep ids) of before the field
             del out["student_groups"]
         if not self.budgets:  # every student the whole run: as before the field
@@ -257,14 +258,15 @@ class ExperimentConfig:
                 inner[key[len("train."):]] = value
             else:
                 outer[key] = value
-        train = dataclasses.replace(self.train, **inner) if inner else self.train
+        train = self.train.replace(**inner) if inner else self.train
         return dataclasses.replace(self, train=train, **outer)
 
 
 def config_keys() -> dict[str, Any]:
     """Every key ``--set`` accepts, with its declared type: ``{"depths": tuple[int, ...], "train.steps": int, ...}``."""
     keys = {k: t for k, t in _field_types(ExperimentConfig).items() if k not in ("experiment", "train")}
-    keys.update({f"train.{k}": t for k, t in _field_types(TrainConfig).items()})
+    keys.update({f"train.{k}": t for k, t in _field_types(TrainConfig).items() if k != "optimizer"})
+    keys.update({f"train.optimizer.{k}": t for k, t in optimizer_field_types().items()})
     return keys
 
 

@@ -22,7 +22,9 @@ any value with `--set KEY=VALUE` (for example `--set train.steps=40000 --set dep
 def _value(config: Any, key: str) -> str:
     obj = config
     for part in key.split("."):
-        obj = getattr(obj, part)
+        obj = getattr(obj, part, None)
+        if obj is None:  # a field of another optimiser rule than the preset's
+            return "-"
     if isinstance(obj, tuple):
         return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in obj) or "-"
     if isinstance(obj, float):

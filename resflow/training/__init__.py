@@ -12,12 +12,11 @@ module              what it holds
 ``targets``         teacher outputs for a batch, every teacher evaluated once
 ``classes``         classification targets (``rhm:L``): grammars, token batches, labels by parsing
 ``data``            :class:`DataStream`: fresh training and evaluation inputs from seeded generators
-``optim``           Adam on a flat buffer with a learning rate per element
-``soap``            SOAP (Adam in Shampoo's eigenbasis) on a bank's flat buffers, batched
+``optimizers``      optimiser rules (``train.optimizer``): Adam, SOAP, and how to add one
 ``state``           :class:`TrainState` and versioned checkpoints
 ``threads``         :class:`ThreadGovernor`: the torch thread count, from the cores the machine has free
 ``graphs``          CUDA graphs of the training step (GPU only)
-``engine``          :class:`Trainer`: ``init``/``step``/``evaluate``, banks, forks, optimiser updates
+``engine``          :class:`Trainer`: ``init``/``step``/``evaluate``, banks, forks; names no optimiser
 ``driver``          :func:`train`: the loop around the trainer (evaluations, checkpoints, resume)
 ``hidden``          hidden-state metrics of the trained students (fixed inputs, a metric function)
 ``continuation``    depth-doubling continuation: a deep student from a trained one of half its depth

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..errors import ConfigError
+from .optimizers import Adam, OptimizerSettings, optimizer_settings
 
 __all__ = ["TrainConfig", "lr_multiplier", "student_lr", "shared_schedule"]
 
@@ -52,14 +53,11 @@ class TrainConfig:
         Shape of the decay from full to ``final_lr_fraction``.
     final_lr_fraction : float
         Learning rate at the last step, as a fraction of the full one.
-    optimizer : {"adam", "soap"}
-        Adam (the study's), or SOAP: Adam in the eigenbasis of Shampoo's preconditioner
-        (:mod:`resflow.training.soap`); both use ``adam_beta1``, ``adam_beta2``, ``adam_eps``.
-    adam_beta1, adam_beta2, adam_eps : float
-    precondition_frequency : int
-        SOAP only: steps between recomputations of the preconditioner's eigenbases.
-    shampoo_beta : float
-        SOAP only: decay of the preconditioner's Kronecker factors.
+    optimizer : OptimizerSettings or str
+        The optimiser rule and its own settings (:mod:`resflow.training.optimizers`): :class:`Adam` (the
+        study's; betas 0.9, 0.999) or :class:`Soap` (Adam in the eigenbasis of Shampoo's preconditioner,
+        :mod:`resflow.training.optimizers.soap`), or any registered rule; a name gives that rule's defaults.  On the
+        command line: ``--set train.optimizer.name=soap --set train.optimizer.beta2=0.99``.
     eval_every : int
         Steps between test-loss evaluations (loss curves).
     eval_batches, eval_batch_size : int
@@ -95,12 +93,7 @@ class TrainConfig:
     constant_fraction: float = 0.8
     decay: str = "linear"
     final_lr_fraction: float = 0.1
-    optimizer: str = "adam"
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
-    precondition_frequency: int = 10
-    shampoo_beta: float = 0.95
+    optimizer: OptimizerSettings = Adam()
     eval_every: int = 250
     eval_batches: int = 8
     eval_batch_size: int = 2048
@@ -112,11 +105,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        for name in ("steps", "batch", "eval_every", "eval_batches", "eval_batch_size", "checkpoint_every",
-                     "precondition_frequency"):
+        for name in ("steps", "batch", "eval_every", "eval_batches", "eval_batch_size", "checkpoint_every"):
             set_(name, check_int(name, getattr(self, name), minimum=1))
         check_choice("loss", self.loss, ("mse", "kl", "ce"))
-        check_choice("optimizer", self.optimizer, ("adam", "soap"))
+        set_("optimizer", optimizer_settings(self.optimizer))
         check_choice("head", self.head, ("learned", "shared"))
         check_choice("decay", self.decay, ("linear", "geometric", "none"))
         check_choice("dtype", self.dtype, ("float32", "float64"))
@@ -126,16 +118,14 @@ class TrainConfig:
         set_("temperatures", temps)
         if self.loss == "kl" and not temps:
             raise ConfigError("loss='kl' needs at least one teacher temperature, e.g. temperatures=(0.1, 1.0).")
-        if self.loss == "ce" and (self.head != "learned" or self.optimizer != "adam"):
-            raise ConfigError("loss='ce' students learn their head with Adam; set head='learned' and "
-                              "optimizer='adam'.")
-        for name in ("lr_base", "lr_scale", "adam_eps"):
+        if self.loss == "ce" and (self.head != "learned" or not self.optimizer.token_students):
+            raise ConfigError(f"loss='ce' students learn their head and embeddings, which the optimizer "
+                              f"{self.optimizer.name!r} does not lay out; set head='learned' and optimizer='adam'.")
+        for name in ("lr_base", "lr_scale"):
             set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
         set_("constant_fraction", check_real("constant_fraction", self.constant_fraction, low=0.0, high=1.0))
         set_("final_lr_fraction", check_real("final_lr_fraction", self.final_lr_fraction, low=0.0, high=1.0,
                                              low_open=True))
-        for name in ("adam_beta1", "adam_beta2", "shampoo_beta"):
-            set_(name, check_real(name, getattr(self, name), low=0.0, high=1.0, high_open=True))
         for name in ("lr_depth_scaling", "head_lr_depth_scaling", "tf32", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false; got {getattr(self, name)!r}.")
@@ -162,12 +152,37 @@ class TrainConfig:
                       checkpoint_every=steps, device="cpu")
         return cls(**(recipe | overrides))
 
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes``, as ``--set train.KEY=VALUE`` gives them: ``optimizer.name`` picks a rule (its
+        defaults), ``optimizer.FIELD`` sets one of the rule's own fields."""
+        fields = {k.partition(".")[2]: changes.pop(k) for k in list(changes) if k.startswith("optimizer.")}
+        optimizer = changes.pop("optimizer", self.optimizer)
+        if fields:
+            current = optimizer_settings(optimizer)
+            name = fields.pop("name", current.name)
+            optimizer = optimizer_settings((current.items() if name == current.name else {"name": name}) | fields)
+        return dataclasses.replace(self, optimizer=optimizer, **changes)
+
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        if self.optimizer == "adam":  # Adam runs: the dict (run ids, fingerprints) of before the SOAP fields
-            for name in ("optimizer", "precondition_frequency", "shampoo_beta"):
-                del out[name]
-        return out
+        """Plain data (run ids, checkpoint fingerprints, ``run.json``): the fields, with the optimiser's keys as
+        its rule writes them (:meth:`~resflow.training.optimizers.OptimizerSettings.train_keys`)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "optimizer"}
+        return out | self.optimizer.train_keys()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """The configuration :meth:`to_dict` gave (lists as tuples); the optimiser read by its rule, flat keys of
+        earlier versions included.  Unknown keys are refused."""
+        data = dict(data)
+        optimizer = data.pop("optimizer", "adam")
+        if not isinstance(optimizer, dict):
+            optimizer = optimizer_settings(optimizer).from_train_keys(data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise ConfigError(f"a saved TrainConfig has keys this resflow does not know: {', '.join(unknown)}; "
+                              "resume it with the resflow version that started it, or start a new run.")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(optimizer=optimizer, **values)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

@@ -6,9 +6,10 @@ teachers, per-element learning rates, scratch buffers).  Everything that changes
 :class:`~resflow.training.state.TrainState`:
 
 * ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.training.block.init_student`),
-  zero Adam moments, one data stream per replicate (seed ``seed + replicate``);
-* ``state = trainer.step(state, *trainer.next_batch(state))`` -- one Adam step of every student
-  still training (teachers evaluated once, ahead; fused forward/backward, :mod:`resflow.training.kernels`);
+  the optimiser's buffers (zeros, named by its rule), one data stream per replicate (seed ``seed + replicate``);
+* ``state = trainer.step(state, *trainer.next_batch(state))`` -- one optimiser step of every student
+  still training, by the rule of ``train.optimizer`` bound to each bank (:mod:`resflow.training.optimizers`);
+  teachers evaluated once, ahead; fused forward/backward (:mod:`resflow.training.kernels`);
   a student whose loss or gradient is not finite is frozen and marked failed with the reason;
 * ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
 
@@ -48,8 +49,6 @@ from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
 from .data import ReplicateStreams
 from .graphs import StepGraphs, tf32_matmuls
 from .kernels import bank_backward, bank_forward, ce_head, embed_backward, embed_forward, kl_head, mse_head
-from .optim import AdamSettings, adam_apply, adam_scalars
-from .soap import SoapLayout, SoapSettings, soap_apply, soap_init
 from .state import CHECKPOINT_NAME, TrainState
 from .targets import Targets, check_run
 from .teacher import Teacher
@@ -99,11 +98,8 @@ class Trainer:
         self.bank_parent, self.bank_start = self._forks(config)
         self.order = [s for bank in self.banks for s in bank.specs]
         self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
-        self.adam = AdamSettings(config.adam_beta1, config.adam_beta2, config.adam_eps)
-        self.soap = (SoapSettings(config.adam_beta1, config.adam_beta2, config.adam_eps, config.shampoo_beta,
-                                  config.precondition_frequency) if config.optimizer == "soap" else None)
         trains_head = config.loss == "kl" and config.head == "learned"
-        self.soap_layouts = [SoapLayout(bank, heads=trains_head) for bank in self.banks] if self.soap else []
+        self.rules = [config.optimizer.bind(bank, heads=trains_head) for bank in self.banks]  # the optimiser, per bank
         self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype,
                                     [student_lr(s.depth, config, head=True) for s in bank.specs]).to(self.device)
                    for bank in self.banks]
@@ -121,9 +117,9 @@ class Trainer:
                                                    for s in b.specs], dtype=self.dtype, device=self.device)
                                      for b in self.banks]
         self._views: dict[tuple, tuple] = {}
-        # CUDA graphs replay Adam's update; SOAP steps run eagerly
-        self.graphs = (StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs and self.soap is None
-                       and not self.classes else None)
+        # CUDA graphs replay a capturable rule's update (Adam's); others (SOAP's) run eagerly
+        self.graphs = (StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs
+                       and all(rule.capturable for rule in self.rules) and not self.classes else None)
 
     def _forks(self, config: TrainConfig) -> tuple[list[int | None], list[int]]:
         """For each bank, the longer bank it is forked from (None: trained from the start) and its first step."""
@@ -164,17 +160,16 @@ class Trainer:
 
     def init(self, seed: int = 0) -> TrainState:
         """Initial state: every student as :func:`~resflow.training.block.init_student` draws it (or as the trainer's
-        ``initial`` gives it, e.g. :func:`resflow.training.continuation.split_layers`), zero optimiser moments, one
-        data stream per replicate."""
+        ``initial`` gives it, e.g. :func:`resflow.training.continuation.split_layers`), the optimiser's buffers at
+        zero, one data stream per replicate."""
         params = [bank.initial_parameters(self.dtype, self.initial).to(self.device) for bank in self.banks]
         n = len(self.order)
-        precond = [torch.zeros(layout.size, dtype=self.dtype, device=self.device) for layout in self.soap_layouts]
+        optimiser = [{name: torch.zeros(size, dtype=self.dtype, device=self.device)
+                      for name, size in rule.buffers.items()} for rule in self.rules]
         data = (self.targets.streams(seed) if self.classes
                 else ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device))
-        return TrainState(step=0, params=params, adam_m=[torch.zeros_like(p) for p in params],
-                          adam_v=[torch.zeros_like(p) for p in params], data=data,
-                          failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n,
-                          precond=precond, bases=[torch.zeros_like(p) for p in precond])
+        return TrainState(step=0, params=params, optimiser=optimiser, data=data,
+                          failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n)
 
     def active(self, step: int) -> list[int]:
         """Banks training at ``step`` (forked banks from their fork on)."""
@@ -182,11 +177,11 @@ class Trainer:
 
     def _fork(self, state: TrainState) -> None:
         """Banks whose fork is at this step start as copies of their parent's students (parameters, optimiser
-        moments, failures)."""
+        buffers, failures)."""
         for k, parent in enumerate(self.bank_parent):
             if parent is not None and self.bank_start[k] == state.step:
-                for buffers in state.optimiser_buffers:
-                    buffers[k].copy_(buffers[parent])
+                for mine, theirs in zip(state.bank_buffers(k), state.bank_buffers(parent), strict=True):
+                    mine.copy_(theirs)
                 child, source = slice(self.offsets[k], self.offsets[k + 1]), slice(self.offsets[parent],
                                                                                    self.offsets[parent + 1])
                 state.failed[child] = state.failed[source]
@@ -262,7 +257,7 @@ class Trainer:
         return first
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
-        """One Adam step of every student still training, on the batches ``x`` (R, B, d); returns the
+        """One optimiser step of every student still training, on the batches ``x`` (R, B, d); returns the
         state (its buffers are updated in place).  ``finals``: the slots' teacher outputs on ``x``, if
         known (:meth:`next_batch`)."""
         self.threads.tick()
@@ -270,7 +265,7 @@ class Trainer:
         banks = self.active(state.step)
         if finals is None:
             finals = self.targets.final_states(x)
-        scalars = [adam_scalars(state.step + 1, lr_multiplier(state.step, self.config, self.bank_steps[k]), self.adam)
+        scalars = [self.rules[k].scalars(state.step, lr_multiplier(state.step, self.config, self.bank_steps[k]))
                    for k in banks]
         if self.graphs is not None and self.graphs.ready(state):
             losses = self.graphs.step(state, x, finals, banks, scalars)
@@ -291,21 +286,11 @@ class Trainer:
         return self.lr[k] if mask is None else mask
 
     def update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None:
-        """The optimiser step of ``banks`` from the gradients :meth:`gradients` wrote."""
-        if self.soap is not None:
-            for k in banks:
-                args = (self.soap_layouts[k], self.grads[k], state.precond[k], state.bases[k])
-                if state.step == 0:  # SOAP's first step sets up its preconditioner only
-                    soap_init(*args, self.soap)
-                else:
-                    soap_apply(self.soap_layouts[k], state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k],
-                               state.precond[k], state.bases[k], self.lr_of(state, k), self.soap, self.work[k],
-                               state.step + 1,
-                               lr_multiplier(state.step, self.config, self.bank_steps[k]))
-            return
-        for k, (coef, bias2_sqrt) in zip(banks, scalars, strict=True):
-            adam_apply(state.params[k], self.grads[k], state.adam_m[k], state.adam_v[k], self.lr_of(state, k),
-                       self.adam, self.work[k], coef, bias2_sqrt)
+        """The optimiser step of ``banks`` from the gradients :meth:`gradients` wrote (``scalars``: each bank's
+        rule's numbers for this step)."""
+        for k, numbers in zip(banks, scalars, strict=True):
+            self.rules[k].apply(state.params[k], self.grads[k], state.optimiser[k], self.lr_of(state, k),
+                                self.work[k], numbers, state.step)
 
     def check_finite(self, state: TrainState, banks: list[int], losses: list[torch.Tensor]) -> bool:
         """Isolate the students whose loss or gradient is not finite; True when every student is fine."""

@@ -3,8 +3,9 @@
 A training step launches a few hundred small kernels; on a GPU their launch cost, not their work,
 sets the pace at the toy model's sizes. After ``WARMUP`` eager steps the step is captured as two
 graphs over static buffers (the batch and its teachers' final states are copied in): (1) forward,
-loss and backward, writing the gradients and the per-student losses; (2) the Adam update, its step-
-dependent scalars read from 0-d tensors. Between the two the host checks the losses and gradients,
+loss and backward, writing the gradients and the per-student losses; (2) the optimiser's update (a rule that
+says it is ``capturable``, such as Adam), its step-dependent scalars read from 0-d tensors. Between the two
+the host checks the losses and gradients,
 so a student whose loss becomes NaN is still frozen before the update; after such a failure the
 trainer goes back to eager steps for good. Nothing here runs on a CPU.
 """
@@ -17,7 +18,7 @@ from typing import Protocol
 
 import torch
 
-from .optim import AdamSettings, adam_apply
+from .optimizers import BankRule
 from .state import TrainState
 
 __all__ = ["StepGraphs", "StepParts", "WARMUP", "tf32_matmuls"]
@@ -33,7 +34,7 @@ class StepParts(Protocol):
     grads: list[torch.Tensor]
     work: list[torch.Tensor]
     lr: list[torch.Tensor]
-    adam: AdamSettings
+    rules: list[BankRule]
 
     def gradients(self, params: list[torch.Tensor], x: torch.Tensor, finals: torch.Tensor,
                   banks: list[int]) -> list[torch.Tensor]: ...
@@ -58,35 +59,36 @@ class StepGraphs:
         trainer = self.trainer
         device = trainer.device
         self.x, self.finals = torch.zeros_like(x), torch.zeros_like(finals)
-        self.coef = [torch.zeros((), dtype=trainer.dtype, device=device) for _ in banks]
-        self.bias2 = [torch.ones((), dtype=trainer.dtype, device=device) for _ in banks]
+        # each bank's step numbers as 0-d tensors, filled before every replay (their first values: step 0's)
+        self.scalars = [tuple(torch.tensor(v, dtype=trainer.dtype, device=device)
+                              for v in trainer.rules[k].scalars(state.step, 1.0)) for k in banks]
 
-        def update(params, moments_m, moments_v):
+        def update(params, optimiser):
             for j, k in enumerate(banks):
-                adam_apply(params[k], trainer.grads[k], moments_m[k], moments_v[k], trainer.lr[k], trainer.adam,
-                           trainer.work[k], self.coef[j], self.bias2[j])
+                trainer.rules[k].apply(params[k], trainer.grads[k], optimiser[k], trainer.lr[k], trainer.work[k],
+                                       self.scalars[j], state.step)
 
         side = torch.cuda.Stream(device=device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(WARMUP):  # warm-up replays on scratch copies: the state is not touched
                 trainer.gradients(state.params, self.x, self.finals, banks)
-                update([p.clone() for p in state.params], [m.clone() for m in state.adam_m],
-                       [v.clone() for v in state.adam_v])
+                update([p.clone() for p in state.params],
+                       [{name: b.clone() for name, b in bank.items()} for bank in state.optimiser])
         torch.cuda.current_stream(device).wait_stream(side)
         self.gradients = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.gradients):
             self.losses = trainer.gradients(state.params, self.x, self.finals, banks)
         self.update = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.update):
-            update(state.params, state.adam_m, state.adam_v)
+            update(state.params, state.optimiser)
 
     @staticmethod
     def _key(state: TrainState, banks: list[int]) -> tuple:
-        return tuple(banks), tuple(t.data_ptr() for t in state.params + state.adam_m + state.adam_v)
+        return tuple(banks), tuple(t.data_ptr() for k in range(len(state.params)) for t in state.bank_buffers(k))
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor, banks: list[int],
-             scalars: list[tuple[float, float]]) -> list[torch.Tensor]:
+             scalars: list[tuple]) -> list[torch.Tensor]:
         """One training step of ``banks`` by replay; returns their per-student losses."""
         key = self._key(state, banks)
         if self.key != key:  # first use, another set of training banks, or a new state's buffers
@@ -94,9 +96,9 @@ class StepGraphs:
             self.key = key
         self.x.copy_(x)
         self.finals.copy_(finals)
-        for j, (coef, bias2_sqrt) in enumerate(scalars):
-            self.coef[j].fill_(coef)
-            self.bias2[j].fill_(bias2_sqrt)
+        for held, numbers in zip(self.scalars, scalars, strict=True):
+            for tensor, value in zip(held, numbers, strict=True):
+                tensor.fill_(value)
         self.gradients.replay()
         losses = [loss.clone() for loss in self.losses]
         trainer = self.trainer

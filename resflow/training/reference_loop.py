@@ -1,16 +1,17 @@
-"""The per-student reference loop: each student trained on its own, with autograd and ``torch.optim.Adam``.
+"""The per-student reference loop: each student trained on its own, with autograd and a ``torch.optim`` optimiser.
 
 The plain way to train the students of :mod:`resflow.training.block`: one student at a time, its
 forward through :func:`~resflow.training.block.student_forward`, its loss through
 :func:`~resflow.training.block.mse_loss`/:func:`~resflow.training.block.kl_loss`, gradients by autograd,
-``torch.optim.Adam``; the same data stream, schedule and evaluation as the batched engine
-(:func:`resflow.training.driver.train`).  It is the baseline of ``resflow bench`` and the reference of
-the engine's equivalence test.  A group-structured student holds one leaf tensor per shared weight
-and indexes it by layer (true weight sharing, autograd summing the copies' gradients), where the
-engine keeps copies and sums their gradients itself.  With ``optimizer="soap"`` every weight matrix
-(each stage of each layer, and the head) is a leaf of its own and the optimiser is the reference
-implementation, ``pytorch_optimizer.SOAP`` (the ``dev`` extra): what the engine's batched SOAP
-(:mod:`resflow.training.soap`) is checked against.  CPU or GPU; no checkpoints.
+the optimiser rule's reference (``torch.optim.Adam`` for Adam); the same data stream, schedule and
+evaluation as the batched engine (:func:`resflow.training.driver.train`).  It is the baseline of
+``resflow bench`` and the reference of the engine's equivalence test.  A group-structured student holds
+one leaf tensor per shared weight and indexes it by layer (true weight sharing, autograd summing the
+copies' gradients), where the engine keeps copies and sums their gradients itself.  For a rule that
+preconditions each matrix (SOAP: ``per_matrix_reference``) every weight matrix (each stage of each layer,
+and the head) is a leaf of its own and the optimiser is the reference implementation,
+``pytorch_optimizer.SOAP`` (the ``dev`` extra): what the engine's batched SOAP
+(:mod:`resflow.training.optimizers.soap`) is checked against.  CPU or GPU; no checkpoints.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ __all__ = ["ReferenceLoop", "train_reference"]
 
 
 class ReferenceLoop:
-    """The students of ``specs`` as separate models with separate ``torch.optim.Adam`` optimisers.
+    """The students of ``specs`` as separate models with separate ``torch.optim`` optimisers.
 
     ``loop.step(x)`` trains every student still training on its replicate's batch of ``x`` (R, B, d),
     one after the other; ``loop.evaluate(x)`` returns their test losses (students in
@@ -72,7 +73,7 @@ class ReferenceLoop:
             groups = layer_groups(spec)
             if groups is not None:  # one leaf per shared weight: (groups, ...), indexed by layer in the forward
                 init.update({k: init[k][first_layers(groups)] for k in ("W1", "b1", "W2")})
-            if config.optimizer == "soap":  # one leaf per matrix (and per bias vector), stacked in the forward
+            if config.optimizer.per_matrix_reference:  # a leaf per matrix (and bias vector), stacked in the forward
                 leaves = {k: [[v[i, j].to(self.device).requires_grad_(True) for j in range(v.shape[1])]
                               for i in range(v.shape[0])] for k, v in init.items() if k != "head"}
                 leaves["head"] = init["head"].to(self.device).requires_grad_(True)
@@ -83,21 +84,8 @@ class ReferenceLoop:
                 blocks = [params[k] for k in ("W1", "b1", "W2")]
             groups = [{"params": blocks, "lr": student_lr(spec.depth, config)},
                       {"params": [params["head"]], "lr": student_lr(spec.depth, config, head=True)}]
-            self.students.append((spec, params, self._optimizer(groups), get_tableau(spec.scheme)))
+            self.students.append((spec, params, config.optimizer.reference(groups), get_tableau(spec.scheme)))
         self.steps_done = 0
-
-    def _optimizer(self, groups: list[dict]) -> torch.optim.Optimizer:
-        config = self.config
-        betas = (config.adam_beta1, config.adam_beta2)
-        if config.optimizer == "adam":
-            return torch.optim.Adam(groups, betas=betas, eps=config.adam_eps, foreach=False, fused=False)
-        try:
-            from pytorch_optimizer import SOAP
-        except ImportError:  # pragma: no cover - the dev extra has it
-            raise ConfigError("the reference loop's SOAP is pytorch_optimizer.SOAP: pip install pytorch-optimizer "
-                              "(or the dev extra).") from None
-        return SOAP(groups, betas=betas, shampoo_beta=config.shampoo_beta, eps=config.adam_eps, weight_decay=0.0,
-                    precondition_frequency=config.precondition_frequency, correct_bias=True)
 
     def _loss(self, i: int, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:
         spec, t = self.order[i], self.slots[i]

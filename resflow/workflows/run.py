@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from .._atomic import atomic_write
+from .._overrides import config_from_dict
 from ..analysis.early_exit import EXIT_LABELS
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
@@ -256,7 +257,8 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | 
         run_dir = find_resumable(out, config.experiment, run=resume if isinstance(resume, str) else None)
         store = Store.open(out)
         saved = json.loads((run_dir / RUN_INFO).read_text())
-        if saved["config"] != json.loads(config.to_json()):
+        # read back first: a run.json of an earlier version spells some keys otherwise (the optimiser's)
+        if config_from_dict(ExperimentConfig, saved["config"]).to_json() != config.to_json():
             raise ConfigError(f"{run_dir} was started with a different configuration; resume it with its own "
                               "(resflow run RUN_ID --resume reads it), or start a new run.")
     else:

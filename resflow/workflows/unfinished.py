@@ -9,16 +9,15 @@ and ``resflow report``; :func:`idle_run_dirs` names those that did no work, whic
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import shlex
 import time
-import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._overrides import config_from_dict, flat
 from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import registered
@@ -103,35 +102,6 @@ def _ago(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s ago"
     return f"{seconds / 60:.0f} min ago" if seconds < 7200 else f"{seconds / 3600:.1f} h ago"
-
-
-def config_from_dict(cls: type, data: dict[str, Any]) -> Any:
-    """The configuration dataclass ``cls`` from its ``to_dict()`` (as ``run.json`` keeps it): lists become
-    tuples, nested configurations are rebuilt, absent keys take their defaults, unknown keys are refused."""
-    hints = typing.get_type_hints(cls)
-    fields = {f.name for f in dataclasses.fields(cls)}
-    if unknown := sorted(set(data) - fields):
-        raise ConfigError(f"a saved {cls.__name__} has keys this resflow does not know: {', '.join(unknown)}; "
-                          "resume it with the resflow version that started it, or start a new run.")
-    values = {}
-    for name, value in data.items():
-        if dataclasses.is_dataclass(hints[name]) and isinstance(value, dict):
-            value = config_from_dict(hints[name], value)
-        elif isinstance(value, list):
-            value = tuple(value)
-        values[name] = value
-    return cls(**values)
-
-
-def flat(config: Any) -> dict[str, Any]:
-    """``{"depths": (2, 4), "train.steps": 3000, ...}``: every key as ``--set`` names it."""
-    out = {}
-    for key, value in dataclasses.asdict(config).items():
-        if isinstance(value, dict):
-            out.update({f"{key}.{k}": v for k, v in value.items()})
-        elif key != "experiment":
-            out[key] = value
-    return out
 
 
 def setting(key: str, value: Any) -> str:

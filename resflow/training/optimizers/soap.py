@@ -28,22 +28,25 @@ checks one step against ``pytorch_optimizer.SOAP`` from the same state, and whol
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from .bank import StudentBank
+from ..bank import StudentBank
 
-__all__ = ["SoapSettings", "SoapLayout", "soap_init", "soap_apply"]
+__all__ = ["SoapRule", "SoapNumbers", "SoapLayout", "soap_init", "soap_apply"]
 
 
-@dataclass(frozen=True)
-class SoapSettings:
-    beta1: float = 0.95
-    beta2: float = 0.95
-    eps: float = 1e-8
-    shampoo_beta: float = 0.95
-    precondition_frequency: int = 10
+class SoapNumbers(Protocol):
+    """What the update reads of its settings (:class:`~resflow.training.optimizers.Soap` has them)."""
+
+    beta1: float
+    beta2: float
+    eps: float
+    shampoo_beta: float
+    precondition_frequency: int
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ def _accumulate(grads: list[torch.Tensor], factors: list[tuple[torch.Tensor, tor
 
 
 def soap_init(layout: SoapLayout, grad: torch.Tensor, precond: torch.Tensor, bases: torch.Tensor,
-              settings: SoapSettings) -> None:
+              settings: SoapNumbers) -> None:
     """The first step: the factors from the first gradient and their eigenbases (no parameter update)."""
     _accumulate(layout.gather(grad), layout.factors(precond), settings.shampoo_beta)
     for (left, right), (q_left, q_right) in zip(layout.factors(precond), layout.factors(bases), strict=True):
@@ -160,7 +163,7 @@ def _refresh(layout: SoapLayout, precond: torch.Tensor, bases: torch.Tensor, v: 
 
 
 def soap_apply(layout: SoapLayout, param: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
-               precond: torch.Tensor, bases: torch.Tensor, lr: torch.Tensor, settings: SoapSettings,
+               precond: torch.Tensor, bases: torch.Tensor, lr: torch.Tensor, settings: SoapNumbers,
                work: torch.Tensor, t: int, multiplier: float) -> None:
     """One SOAP step (``t`` >= 2: the step's number, the first being :func:`soap_init`) of a bank, in place.
 
@@ -187,3 +190,27 @@ def soap_apply(layout: SoapLayout, param: torch.Tensor, grad: torch.Tensor, m: t
     _accumulate(grads, layout.factors(precond), settings.shampoo_beta)
     if n > 0 and n % settings.precondition_frequency == 0:
         _refresh(layout, precond, bases, v)
+
+
+class SoapRule:
+    """SOAP bound to a bank (:class:`SoapLayout`): buffers ``m`` (parameter layout), ``v`` (the groups' rotated
+    order), ``factors`` and ``bases`` (Shampoo's factors and their eigenbases).  Its first step only sets the
+    factors up; the refresh of the bases depends on the step, so it runs eagerly (not capturable)."""
+
+    capturable = False
+
+    def __init__(self, settings: SoapNumbers, bank: StudentBank, *, heads: bool) -> None:
+        self.settings = settings
+        self.layout = SoapLayout(bank, heads=heads)
+        self.buffers = {"m": bank.size, "v": bank.size, "factors": self.layout.size, "bases": self.layout.size}
+
+    def scalars(self, step: int, multiplier: float) -> tuple[float]:
+        return (multiplier,)
+
+    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor], lr: torch.Tensor,
+              work: torch.Tensor, scalars: tuple, step: int) -> None:
+        if step == 0:  # SOAP's first step sets up its preconditioner only
+            soap_init(self.layout, grad, state["factors"], state["bases"], self.settings)
+        else:
+            soap_apply(self.layout, param, grad, state["m"], state["v"], state["factors"], state["bases"], lr,
+                       self.settings, work, step + 1, scalars[0])

@@ -1,0 +1,105 @@
+"""Extending resflow from one file, without touching the package (issue 37): a new optimiser rule.
+
+Plain momentum SGD (``torch.optim.SGD``'s rule: ``v <- mu v + g``, ``p <- p - lr v``) is declared here, trained
+through the public API, checked against the reference loop, and run as an experiment whose record is read
+back from a store.  ``docs/design/extending.md`` says how to add each kind of thing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import torch
+
+import resflow
+from resflow.training import StudentSpec, Teacher, TrainConfig, train, train_reference
+from resflow.training.optimizers import OPTIMIZERS, OptimizerSettings, register_optimizer
+
+
+class _MomentumRule:
+    """Momentum SGD on a bank's flat buffers: one buffer, ``velocity``."""
+
+    capturable = True
+
+    def __init__(self, momentum: float, size: int) -> None:
+        self.momentum = momentum
+        self.buffers = {"velocity": size}
+
+    def scalars(self, step: int, multiplier: float) -> tuple[float]:
+        return (multiplier,)
+
+    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor], lr: torch.Tensor,
+              work: torch.Tensor, scalars: tuple, step: int) -> None:
+        velocity = state["velocity"]
+        velocity.mul_(self.momentum).add_(grad)
+        torch.mul(velocity, lr, out=work)
+        param.addcmul_(work, torch.as_tensor(scalars[0], dtype=param.dtype, device=param.device), value=-1.0)
+
+
+@dataclass(frozen=True)
+class Momentum(OptimizerSettings):
+    name: ClassVar[str] = "momentum-test"
+    momentum: float = 0.9
+
+    def bind(self, bank, *, heads: bool) -> _MomentumRule:
+        return _MomentumRule(self.momentum, bank.size)
+
+    def reference(self, groups: list[dict]) -> torch.optim.Optimizer:
+        return torch.optim.SGD(groups, momentum=self.momentum, foreach=False)
+
+
+@pytest.fixture
+def momentum():
+    """The rule registered for one test (the registry is the package's: leave it as found)."""
+    register_optimizer(Momentum)
+    try:
+        yield Momentum
+    finally:
+        del OPTIMIZERS[Momentum.name]
+
+
+def test_a_new_optimiser_rule_trains_like_its_reference(momentum):
+    teachers = {k: Teacher(k, width=8, depth=8, seed=0) for k in ("independent", "tied")}
+    specs = [StudentSpec(t, "euler", d, 0, math.nan, length) for t in teachers for d in (2, 4) for length in (0.5, 1)]
+    config = TrainConfig(steps=40, batch=32, eval_every=10, eval_batches=2, eval_batch_size=64, dtype="float64",
+                         optimizer=momentum(momentum=0.8), lr_scale=20.0, device="cpu")
+    ours, reference = train(specs, teachers, config, seed=3), train_reference(specs, teachers, config, seed=3)
+    np.testing.assert_allclose(ours.test_loss, reference.test_loss, rtol=1e-9)
+    assert (ours.test_loss[:, -1] < ours.test_loss[:, 0]).all()  # it learns
+    adam = train(specs, teachers, TrainConfig(**{**config.__dict__, "optimizer": "adam"}), seed=3)
+    assert not np.allclose(adam.test_loss, ours.test_loss, rtol=1e-3)  # the check can tell rules apart
+
+
+def test_a_new_optimiser_rule_runs_an_experiment_by_name_and_is_read_back_from_the_store(momentum, tmp_path):
+    config = resflow.preset("smooth-vs-rough", "quick").with_overrides(
+        ["train.optimizer.name=momentum-test", "train.optimizer.momentum=0.5", "train.steps=40",
+         "train.eval_every=20", "depths=1,2", "replicates=2", "routes=scratch", "lengths=1", "train.device=cpu"])
+    assert config.train.optimizer == momentum(momentum=0.5)
+    result = resflow.run_experiment(config, out=tmp_path / "store")
+    saved = json.loads(resflow.Store.open(tmp_path / "store").attrs(result.record)["config"])
+    assert saved["train"]["optimizer"] == {"name": "momentum-test", "momentum": 0.5}
+    assert np.isfinite(result.dataset["test_loss"].values).any()
+
+
+def test_a_field_of_another_rule_is_refused_with_the_rule_named(momentum):
+    config = resflow.preset("smooth-vs-rough", "quick")
+    with pytest.raises(resflow.ConfigError, match="'adam' has no field momentum"):
+        config.with_overrides(["train.optimizer.momentum=0.5"])
+    with pytest.raises(resflow.ConfigError, match="did you mean 'momentum-test'"):
+        config.with_overrides(["train.optimizer.name=momentum-tset"])
+
+
+def test_a_taken_name_is_refused():
+    @dataclass(frozen=True)
+    class Impostor(OptimizerSettings):
+        name: ClassVar[str] = "adam"
+
+    with pytest.raises(resflow.ConfigError, match="taken"):
+        register_optimizer(Impostor)
+    assert OPTIMIZERS["adam"].__name__ == "Adam"
