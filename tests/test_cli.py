@@ -101,6 +101,21 @@ def test_progress_in_a_log_is_plain_lines_every_five_percent_or_minute(capsys):
     assert [ln.split(",")[0] for ln in lines] == ["fitting: 0", "fitting: 60", "fitting: 120", "fitting: 180"]
 
 
+def test_the_eta_of_a_resumed_run_counts_only_the_work_done_since_it_resumed(capsys):
+    """A run resumed at half its work: the ETA follows the rate since the resume (found when a run resumed at 8%
+    printed an ETA of 7 min for 2 h of work)."""
+    from resflow.cli.app import plain_progress
+
+    now = [100.0]
+    with plain_progress("training", 1000, clock=lambda: now[0]) as update:
+        for step in range(500, 1001, 10):  # resumed at 500; one second per 10 steps from there
+            now[0] = 100.0 + (step - 500) // 10
+            update(step)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "training: 500/1000 (50%), 0m00s elapsed"  # no rate yet, no ETA
+    assert lines[1] == "training: 550/1000 (55%), 0m05s elapsed, ETA 0m45s"
+
+
 def test_a_run_logged_to_a_file_shows_its_progress(tmp_path):
     """The main command with stderr to a file (a log, no terminal) writes progress lines while it trains."""
     log = tmp_path / "log"

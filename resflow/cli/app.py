@@ -180,7 +180,9 @@ def plain_progress(description: str, total: float | None = None, *, clock: Calla
 
     clock = clock or time.monotonic
     start = clock()
-    state = {"total": total, "description": description, "step": -1, "at": start, "note": ""}
+    # "from": the work done before this process started (a resumed run) and when it was first seen: the ETA
+    # counts the rate since then, not the resumed steps as if done in no time
+    state = {"total": total, "description": description, "step": -1, "at": start, "note": "", "from": None}
 
     def line(done: float) -> None:
         elapsed = clock() - start
@@ -189,8 +191,9 @@ def plain_progress(description: str, total: float | None = None, *, clock: Calla
             share = min(done / total, 1.0)
             parts[0] += f"/{total:g} ({100 * share:.0f}%)"
             parts.append(f"{_clock(elapsed)} elapsed")
-            if 0 < share < 1:
-                parts.append(f"ETA {_clock(elapsed * (1 - share) / share)}")
+            first, since = state["from"]
+            if 0 < share < 1 and done > first:
+                parts.append(f"ETA {_clock((clock() - since) * (total - done) / (done - first))}")
         else:
             parts.append(f"{_clock(elapsed)} elapsed")
         if state["note"]:
@@ -204,6 +207,9 @@ def plain_progress(description: str, total: float | None = None, *, clock: Calla
         if description is not None:
             state["description"] = description
         state["note"] = note
+        if state["from"] is None:
+            state["from"] = (0.0, start) if not state["total"] or done / state["total"] < 0.02 else (
+                done, clock())
         step = int((done / state["total"]) / every_share + 1e-9) if state["total"] else 0  # which 5% it is in
         if step > state["step"] or clock() - state["at"] >= every_seconds:
             state["step"] = max(step, state["step"])

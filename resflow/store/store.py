@@ -28,12 +28,10 @@ import json
 import os
 import re
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +39,7 @@ import xarray as xr
 
 from .._atomic import atomic_write
 from ..errors import ConfigError, ResflowError, UnknownNameError
+from .workdirs import _host, new_run_dir
 
 __all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STORE_VERSION", "RECORD_KINDS",
            "Validator"]
@@ -270,7 +269,6 @@ class Store:
         return report
 
     def work_dir(self, experiment: str) -> Path:
-        from .workdirs import new_run_dir
 
         return new_run_dir(self.path / "work", experiment)
 
@@ -280,21 +278,6 @@ def _write_marker(marker: Path) -> None:
         atomic_write(marker, json.dumps({"schema": STORE_SCHEMA, "version": STORE_VERSION}) + "\n", overwrite=False)
     except FileExistsError:
         pass
-
-
-@cache
-def _host() -> str:
-    """This machine and PID namespace: hostname, boot id and PID-namespace inode (so a container or a
-    cloned machine with the same hostname is another host)."""
-    def read(path: str, default: str) -> str:
-        try:
-            return os.readlink(path).strip("pid:[]") if path.startswith("/proc/self/ns") else Path(path).read_text()
-        except OSError:
-            return default
-
-    boot = read("/proc/sys/kernel/random/boot_id", "noboot").strip()[:8]
-    tag = f"{socket.gethostname()}.{boot}.{read('/proc/self/ns/pid', 'nons')}"
-    return _safe(tag).replace("@", "-").strip("-") or "host"
 
 
 def _writer_of(name: str) -> tuple[str, bool, bool]:

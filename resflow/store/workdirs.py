@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -58,7 +61,6 @@ def run_lock(run_dir: Path | str) -> Iterator[None]:
     Raises :class:`RunBusyError` when another process holds it (the run is in progress there).  Without
     ``flock`` (Windows) the body runs unlocked.
     """
-    from .store import _host
 
     path = Path(run_dir) / RUN_LOCK
     if fcntl is None:  # pragma: no cover
@@ -106,3 +108,20 @@ def lock_holder(run_dir: Path | str) -> tuple[str, bool | None]:
         return writer, False
     finally:
         os.close(fd)
+
+
+@cache
+def _host() -> str:
+    """This machine and PID namespace: hostname, boot id and PID-namespace inode (so a container or a
+    cloned machine with the same hostname is another host); it names the writer of locks and temporary
+    records."""
+    def read(path: str, default: str) -> str:
+        try:
+            return os.readlink(path).strip("pid:[]") if path.startswith("/proc/self/ns") else Path(path).read_text()
+        except OSError:
+            return default
+
+    boot = read("/proc/sys/kernel/random/boot_id", "noboot").strip()[:8]
+    tag = f"{socket.gethostname()}.{boot}.{read('/proc/self/ns/pid', 'nons')}"
+    cleaned = re.sub("-{2,}", "-", "".join(c if c.isalnum() or c in "._:" else "-" for c in tag))
+    return cleaned.replace("@", "-").strip("-") or "host"
