@@ -8,11 +8,14 @@ that only moves code gives the same floats.  ``tests/data/pinned-losses.json`` h
     RESFLOW_THREADS=1 python tests/test_pinned.py --write
 
 and names the torch version and machine they were written on; elsewhere the comparison is relative
-(1e-4: another CPU's kernels sum in another order) and says so in its name.
+(1e-4: another CPU's kernels sum in another order).  Two of the runs also pin every variable of the record
+built from them (the measures after training: tracking, interventions, early exit, signatures) by a digest
+of its values; those compare on the machine of the pins only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -63,6 +66,33 @@ def losses_of(name: str) -> dict[str, list[str]]:
     return {repr(spec): [float(v).hex() for v in row] for spec, row in zip(result.specs, rows, strict=True)}
 
 
+RECORD_RUNS = ("classes", "soap-continuation")
+
+
+def record_digests(name: str) -> dict[str, str]:
+    """A digest of every numeric variable of the record the pinned run ``name`` makes (its dtype for others)."""
+    import resflow
+    from resflow.workflows.run import train_dataset
+
+    experiment, preset, overrides = RUNS[name]
+    config = resflow.preset(experiment, preset).with_overrides(overrides + ["train.device=cpu"])
+    setting = os.environ.get("RESFLOW_THREADS")
+    os.environ["RESFLOW_THREADS"] = "1"
+    try:
+        _, ds, _ = train_dataset(config, run_dir=None)
+    finally:
+        if setting is None:
+            del os.environ["RESFLOW_THREADS"]
+        else:
+            os.environ["RESFLOW_THREADS"] = setting
+    out = {}
+    for var in sorted(ds.data_vars):
+        values = ds[var].values
+        out[var] = (hashlib.sha256(np.ascontiguousarray(values.astype(np.float64)).tobytes()).hexdigest()[:16]
+                    if values.dtype.kind in "fiub" else str(values.dtype))
+    return out
+
+
 def _same_machine(pins: dict) -> bool:
     import torch
 
@@ -83,12 +113,24 @@ def test_losses_match_the_pins(name):
         np.testing.assert_allclose(a, b, rtol=1e-4, equal_nan=True)
 
 
+@pytest.mark.parametrize("name", RECORD_RUNS)
+def test_record_variables_match_the_pins(name):
+    pins = json.loads(PINS.read_text())
+    if not _same_machine(pins):
+        pytest.skip(f"the record digests were written with torch {pins['torch']} on {pins['machine']}")
+    got, want = record_digests(name), pins["records"][name]
+    assert got.keys() == want.keys()
+    changed = sorted(k for k in want if got[k] != want[k])
+    assert not changed, f"variables changed: {changed}"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: RESFLOW_THREADS=1 python tests/test_pinned.py --write   (overwrites the pins)")
     import torch
 
     runs = {name: losses_of(name) for name in sorted(RUNS)}
-    PINS.write_text(json.dumps({"torch": torch.__version__, "machine": platform.machine(), "runs": runs},
-                               indent=1, sort_keys=True) + "\n")
+    records = {name: record_digests(name) for name in RECORD_RUNS}
+    PINS.write_text(json.dumps({"torch": torch.__version__, "machine": platform.machine(), "runs": runs,
+                                "records": records}, indent=1, sort_keys=True) + "\n")
     print(f"wrote {PINS}: {sum(len(r) for r in runs.values())} students")
