@@ -103,3 +103,66 @@ def test_a_taken_name_is_refused():
     with pytest.raises(resflow.ConfigError, match="taken"):
         register_optimizer(Impostor)
     assert OPTIMIZERS["adam"].__name__ == "Adam"
+
+
+# ------------------------------------------------------------------------------------------- a new measure
+
+class LayerWeightNorm:
+    """Per layer, the Frobenius norm of the student's first weight matrix (summed over stages)."""
+
+    name = "layer-weight-norm-test"
+    labels = {"layer_weight_norm": ("Frobenius norm of W1 of layer l", "1")}
+
+    def applies(self, students) -> bool:
+        return True
+
+    def measure(self, students) -> dict[str, np.ndarray]:
+        out = students.per_layer("layer_weight_norm")
+        for student in students:
+            w1 = student.parameters["W1"]  # (layers, stages, hidden, width)
+            out["layer_weight_norm"][student.index, :student.spec.depth] = (
+                w1.flatten(1).norm(dim=1).double().numpy())
+        return out
+
+
+@pytest.fixture
+def weight_norm():
+    from resflow.workflows import MEASURES, register_measure
+
+    measure = register_measure(LayerWeightNorm())
+    try:
+        yield measure
+    finally:
+        del MEASURES[measure.name]
+
+
+def test_a_new_measure_runs_on_every_trained_student_and_is_read_back_from_the_store(weight_norm, tmp_path):
+    config = resflow.preset("smooth-vs-rough", "quick").with_overrides(
+        ["train.steps=40", "train.eval_every=20", "depths=1,2,4", "replicates=1", "routes=scratch", "lengths=1",
+         "train.device=cpu"])
+    result = resflow.run_experiment(config, out=tmp_path / "store")
+    ds = resflow.Store.open(tmp_path / "store").load(result.record)
+    norms = ds["layer_weight_norm"]
+    assert norms.attrs["long_name"].startswith("Frobenius norm of W1 of layer l")
+    assert "layer" in norms.dims
+    for depth in (1, 2, 4):
+        row = norms.sel(depth=depth).values.reshape(-1, norms.sizes["layer"])
+        assert np.isfinite(row[:, :depth]).all() and (row[:, :depth] > 0).all()
+        assert np.isnan(row[:, depth:]).all()  # padded beyond the student's depth
+    assert "lesion" in ds  # the built-in measures still ran
+
+
+def test_a_measure_that_returns_what_it_does_not_label_is_refused(weight_norm):
+    from resflow.workflows import TrainedStudents
+    from resflow.workflows.measures import run_measures
+
+    specs = [StudentSpec("tied", "euler", 2, 0)]
+    teachers = {"tied": Teacher("tied", width=8, depth=8, seed=0)}
+    result = train(specs, teachers, TrainConfig(steps=4, batch=8, eval_every=4, eval_batch_size=16, device="cpu"),
+                   keep_parameters=True)
+    students = TrainedStudents.of_result(result, teachers)
+    outputs, labels = run_measures(students)
+    assert outputs["layer_weight_norm"].shape == (1, 3) and "layer_weight_norm" in labels
+    weight_norm.labels = {}  # now it returns an output it does not name
+    with pytest.raises(resflow.ConfigError, match="layer-weight-norm-test"):
+        run_measures(students)

@@ -291,13 +291,14 @@ def test_intervene_refuses_bad_specs_in_one_line_and_writes_nothing(tmp_path, ti
 def test_every_trained_student_of_a_run_gets_its_own_profiles(tmp_path):
     from resflow.training import Teacher, TrainConfig, train
     from resflow.training.hidden import METRIC_BATCH, METRIC_SEED
-    from resflow.workflows.intervene import TOY_NOISE, student_interventions
+    from resflow.workflows.intervene import STUDENT_INTERVENTIONS, TOY_NOISE
+    from resflow.workflows.measures import TrainedStudents
 
     teachers = {t: Teacher(t, width=8, depth=8, vocab=8, seed=0) for t in ("tied", "independent")}
     specs = [StudentSpec(t, "euler", d, 0) for t in teachers for d in (1, 2, 4)]
     config = TrainConfig(steps=30, batch=16, eval_every=15, eval_batches=1, eval_batch_size=32, dtype="float64")
     result = train(specs, teachers, config, seed=0, keep_parameters=True)
-    profiles = student_interventions(result, "float64")
+    profiles = STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(result, teachers, "float64"))
     assert set(profiles) == {"lesion", "lesion_rescaled", "swap", "trace"}
     gen = torch.Generator().manual_seed(METRIC_SEED)
     x = torch.randn((METRIC_BATCH, 8), generator=gen, dtype=torch.float64)

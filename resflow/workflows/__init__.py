@@ -19,7 +19,8 @@ module          function                         command
                 :func:`gc_store`                 ``resflow store gc``
 ``unfinished``  :func:`unfinished_runs`          runs without a record: in progress, interrupted, idle
 ``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
-``exits``       :func:`student_exits`            ``resflow run`` (early exit of every trained student)
+``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students (tracking,
+                                                 interventions, early exit: ``tracking``, ``intervene``, ``exits``)
 ==============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis
@@ -35,6 +36,7 @@ from .fit import RunFits, fit_store
 from .intervene import InterventionRun, intervene_models, intervene_teacher
 from .ladder import LadderRun, run_ladder
 from .llm import LLMFitResult, fit_llm_table
+from .measures import MEASURES, Measure, TrainedStudent, TrainedStudents, register_measure
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run, unfinished_note
 from .resume import resume_config
@@ -49,5 +51,6 @@ __all__ = [
     "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
     "BenchResult", "bench_engine", "report_run", "check_store", "InterventionRun", "intervene_models",
     "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck", "gc_store", "UnfinishedRun", "unfinished_runs",
-    "resume_config", "unfinished_note", "RunFigure", "draw_run_figure",
+    "resume_config", "unfinished_note", "RunFigure", "draw_run_figure", "MEASURES", "Measure", "TrainedStudent",
+    "TrainedStudents", "register_measure",
 ]

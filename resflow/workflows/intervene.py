@@ -19,17 +19,19 @@ import xarray as xr
 
 from ..analysis.interventions import PROFILE_LABELS, intervention_dataset, stack_profiles
 from ..analysis.plots import plot_interventions, save_figure
-from ..dynamics import get_tableau, rmsnorm
+from ..dynamics import rmsnorm
 from ..errors import ConfigError
 from ..provenance import provenance
 from ..store import Store
 from ..training.block import student_steps
 from ..training.engine import resolve_device
-from ..training.hidden import METRIC_SEED, metric_inputs
+from ..training.hidden import metric_inputs
 from ..training.teacher import Teacher
+from .measures import TrainedStudents
 from .probe import TEACHER_PREFIX
 
-__all__ = ["InterventionRun", "intervene_teacher", "intervene_models", "student_interventions", "STUDY_PROMPT"]
+__all__ = ["InterventionRun", "intervene_teacher", "intervene_models", "StudentInterventions",
+           "STUDENT_INTERVENTIONS", "STUDY_PROMPT"]
 
 #: the study's Fig. 6 prompt, target and subject (after ROME)
 STUDY_PROMPT = ("The Space Needle is in downtown", " Seattle", "The Space Needle")
@@ -60,26 +62,30 @@ def intervene_teacher(spec: str, *, n_inputs: int = 1024, seed: int = 0, **overr
                "recovered share of the clean output (clean update of layer l restored)", "seed": str(seed)})
 
 
-def student_interventions(result, dtype: str = "float32") -> dict[str, np.ndarray]:
-    """Every profile of :data:`resflow.analysis.PROFILE_LABELS` for every trained student of a run (its
-    parameters kept: ``train(..., keep_parameters=True)``), on the hidden-state metrics' fixed inputs,
-    NaN-padded to ``(n_students, max depth + 1)`` as the other per-layer metrics of a ``toy-run`` record."""
-    params = result.extra.get("parameters")
-    if not params:
-        return {}
-    width = next(iter(params.values()))["W1"].shape[-1]
-    gen = torch.Generator().manual_seed(METRIC_SEED)
-    x = metric_inputs(width, getattr(torch, dtype), gen)  # then the corruption, from the same generator
-    noisy = x + TOY_NOISE * torch.randn(x.shape, generator=gen, dtype=x.dtype)
-    n, layers = len(result.specs), max(s.depth for s in result.specs) + 1
-    out = {name: np.full((n, layers), np.nan) for name in PROFILE_LABELS}
-    with torch.no_grad():
-        for i, spec in enumerate(result.specs):
-            student = {k: v.to(x.dtype) for k, v in params[spec].items()}
-            steps = student_steps(student, get_tableau(spec.scheme))
+class StudentInterventions:
+    """The measure (:class:`~resflow.workflows.measures.Measure`): every profile of
+    :data:`resflow.analysis.PROFILE_LABELS` for every trained student of a run, on the hidden-state metrics'
+    fixed inputs and their corruption (drawn next from the same generator), NaN-padded per layer."""
+
+    name = "interventions"
+    labels = PROFILE_LABELS
+
+    def applies(self, students: TrainedStudents) -> bool:
+        return not students.classifies  # measured on Gaussian inputs against no grammar
+
+    def measure(self, students: TrainedStudents) -> dict[str, np.ndarray]:
+        gen = students.generator()
+        x = metric_inputs(students.width, students.dtype, gen)  # then the corruption, from the same generator
+        noisy = x + TOY_NOISE * torch.randn(x.shape, generator=gen, dtype=x.dtype)
+        out = students.per_layer(*PROFILE_LABELS)
+        for student in students:
+            steps = student_steps(student.parameters, student.tableau)
             for name, values in stack_profiles(steps, rmsnorm(x), rmsnorm(noisy), readout=rmsnorm).items():
-                out[name][i, :spec.depth] = values
-    return out
+                out[name][student.index, :student.spec.depth] = values
+        return out
+
+
+STUDENT_INTERVENTIONS = StudentInterventions()
 
 
 def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], target: str = STUDY_PROMPT[1],

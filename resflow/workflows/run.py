@@ -9,7 +9,6 @@ run (Ctrl-C, a kill) resumes from its checkpoint; one that fails before any work
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import json
 import re
@@ -18,38 +17,36 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import xarray as xr
 
 from .._atomic import atomic_write
 from .._overrides import config_from_dict
-from ..analysis.early_exit import EXIT_LABELS
 from ..analysis.fit_records import fits_to_dataset
 from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
-from ..analysis.interventions import PROFILE_LABELS
 from ..analysis.plots import save_figure
 from ..analysis.probes import SIGNATURE_LABELS, state_signature
 from ..analysis.separation import Separation, separations
 from ..analysis.signatures import GROUP_LABELS, student_group_angles
-from ..analysis.tracking import TRACKING_LABELS, tracking_metrics
-from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
 from ..provenance import provenance
 from ..records import build_dataset
 from ..store import Store, lock_holder, run_lock
-from ..training.block import student_forward, student_layer_steps
 from ..training.continuation import train_by_doubling
 from ..training.engine import CHECKPOINT_NAME, resolve_device
-from ..training.hidden import metric_inputs
 from ..training.routes import train_routes
-from ..training.targets import teacher_key
-from .exits import EXIT_RULE_NOTE, student_exits
-from .intervene import student_interventions
+from .exits import EARLY_EXIT, EXIT_RULE_NOTE
+from .intervene import STUDENT_INTERVENTIONS
+from .measures import TrainedStudents, register_measure, run_measures
+from .tracking import TEACHER_TRACKING
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "checkpoint_steps", "run_started",
            "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]
+
+# the measures every run takes of its trained students, in this order (more: register_measure)
+for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT):
+    register_measure(_measure)
 
 RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
 FIGURE_NAME = "figure.png"
@@ -174,10 +171,9 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
                               resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature)
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
-    if not config.classifies:  # measured against a teacher's flow; a grammar has none
-        result.hidden.update(teacher_tracking(result, teachers, config.train.dtype))
-        result.hidden.update(student_interventions(result, config.train.dtype))
-    result.hidden.update(student_exits(result, teachers, config.train.dtype))
+    # every registered measure of trained students that applies (tracking, interventions, early exit, ...)
+    measured, measure_labels = run_measures(TrainedStudents.of_result(result, teachers, config.train.dtype))
+    result.hidden.update(measured)
     if "update_angle" in result.hidden:  # the probes by functional group, stored beside the other probes
         result.hidden.update(student_group_angles(result.specs, result.hidden["update_angle"]))
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
@@ -185,48 +181,8 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     if "stage_wall_times" in result.extra:  # the seconds of each training run (routes: first, continuation)
         prov["stage_wall_time_s"] = json.dumps({k: round(v, 1) for k, v in result.extra["stage_wall_times"].items()})
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels={**SIGNATURE_LABELS, **TRACKING_LABELS, **PROFILE_LABELS, **EXIT_LABELS,
-                                      **GROUP_LABELS}, routes=config.routes)
+                       metric_labels={**SIGNATURE_LABELS, **measure_labels, **GROUP_LABELS}, routes=config.routes)
     return result.steps_done, ds, prov
-
-
-def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.ndarray]:
-    """Every trained student against its teacher at matching times (:mod:`resflow.analysis.tracking`), on the
-    hidden-state metrics' fixed inputs: per-layer means (NaN-padded, as :func:`resflow.training.hidden.hidden_metrics`
-    gives them) and the coherence; students whose depth does not divide their teacher's are left NaN."""
-    import torch
-
-    params = result.extra.get("parameters")
-    if not params:
-        return {}
-    x = metric_inputs(next(iter(teachers.values())).width, getattr(torch, dtype))
-    n, width = len(result.specs), max(s.depth for s in result.specs) + 1
-    out = {name: np.full((n, width), np.nan) for name in ("trajectory_error", "path_error", "path_time", "local_error",
-                                                          "euler_local_error", "local_error_angle", "output_error")}
-    out.update({name: np.full(n, np.nan) for name in ("error_coherence", "error_linearity")})
-    cache: dict = {}
-    with torch.no_grad():
-        for i, spec in enumerate(result.specs):
-            teacher = teachers[teacher_key(spec, teachers)]
-            if teacher.depth % spec.depth or spec.depth < 1:
-                continue
-            key = teacher_key(spec, teachers)
-            if key not in cache:
-                copied = copy.deepcopy(teacher).to(x.dtype)  # the caller's teacher stays as it is
-                cache[key] = copied, copied.hidden_states(x)
-            copied, teacher_states = cache[key]
-            student = {k: v.to(x.dtype) for k, v in params[spec].items()}
-            tableau = get_tableau(spec.scheme)
-            states = student_forward(student, x, tableau, return_states=True)
-            k = teacher.depth // spec.depth
-            local = student_layer_steps(student, teacher_states[::k], tableau)
-            propagated = torch.stack([copied.propagate(local[layer], (layer + 1) * k) for layer in range(spec.depth)])
-            for name, value in tracking_metrics(states, teacher_states, local, propagated).items():
-                if value.ndim == 0:
-                    out[name][i] = float(value)
-                else:
-                    out[name][i, : value.shape[0]] = value.mean(-1).double().numpy()
-    return out
 
 
 def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | str = False,

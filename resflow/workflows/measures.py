@@ -1,0 +1,154 @@
+"""Measures of trained students: one protocol for everything a run computes on its students after training.
+
+A run keeps every trained student's parameters (``train(..., keep_parameters=True)``).  They become one typed
+:class:`TrainedStudents` -- spec, parameters, tableau, failure and teacher of each student, and the fixed
+inputs of the hidden-state metrics -- and every registered :class:`Measure` that applies to the run takes one
+pass over it, returning its outputs: arrays per student ``(n,)`` or per layer ``(n, max depth + 1)``
+(NaN-padded), each named with its label in ``labels``.  :func:`resflow.workflows.run.train_dataset` stores
+them in the run's ``toy-run`` record.  Three are built in: teacher tracking (:mod:`resflow.analysis.tracking`),
+interventions (:mod:`resflow.analysis.interventions`) and early exit (:mod:`resflow.analysis.early_exit`).
+
+A new measure is an object with ``name``, ``labels``, ``applies(students)`` and ``measure(students)``, passed
+to :func:`register_measure` (``docs/design/extending.md``; ``tests/test_extending.py`` adds one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from ..dynamics.tableau import ButcherTableau, get_tableau
+from ..errors import ConfigError
+from ..training.block import StudentSpec
+from ..training.classes import HierarchyTarget
+from ..training.hidden import METRIC_SEED, metric_inputs
+from ..training.targets import teacher_key
+
+__all__ = ["TrainedStudent", "TrainedStudents", "Measure", "MEASURES", "register_measure", "run_measures"]
+
+
+@dataclass(frozen=True)
+class TrainedStudent:
+    """One trained student: its place in the run, spec, parameters (in the measures' dtype) and tableau."""
+
+    index: int
+    spec: StudentSpec
+    parameters: dict[str, torch.Tensor]
+    tableau: ButcherTableau
+    failed: bool
+
+
+@dataclass(frozen=True)
+class TrainedStudents:
+    """The trained students of a run, in the run's order, and what a measure needs beside them.
+
+    ``teachers`` maps the run's teacher keys to teachers (flow teachers, or grammars when ``classifies``);
+    ``dtype`` is the measures' precision; :attr:`inputs` the hidden-state metrics' fixed Gaussian inputs and
+    :meth:`generator` their seeded generator (a measure that draws more from it, as interventions' corruption
+    does, draws after the inputs).
+    """
+
+    specs: tuple[StudentSpec, ...]
+    parameters: Mapping[StudentSpec, dict[str, torch.Tensor]]
+    failed: np.ndarray
+    teachers: Mapping[Hashable, Any]
+    dtype: torch.dtype
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of_result(cls, result, teachers: Mapping[Hashable, Any], dtype: str = "float32") -> TrainedStudents | None:
+        """The students of a :class:`~resflow.training.TrainingResult` (None when it kept no parameters)."""
+        params = result.extra.get("parameters")
+        if not params:
+            return None
+        return cls(tuple(result.specs), params, np.asarray(result.failed, dtype=bool), teachers, getattr(torch, dtype))
+
+    @property
+    def classifies(self) -> bool:
+        """Whether the targets are class grammars (students of tokens and labels), not flow teachers."""
+        return isinstance(next(iter(self.teachers.values())), HierarchyTarget)
+
+    @property
+    def width(self) -> int:
+        return next(iter(self.parameters.values()))["W1"].shape[-1]
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+    def __iter__(self) -> Iterator[TrainedStudent]:
+        for i, spec in enumerate(self.specs):
+            params = {k: v.to(self.dtype) for k, v in self.parameters[spec].items()}
+            yield TrainedStudent(i, spec, params, get_tableau(spec.scheme), bool(self.failed[i]))
+
+    def teacher_of(self, spec: StudentSpec) -> Any:
+        return self.teachers[teacher_key(spec, self.teachers)]
+
+    def generator(self) -> torch.Generator:
+        """The hidden-state metrics' generator, fresh: its first draw is :attr:`inputs`."""
+        return torch.Generator().manual_seed(METRIC_SEED)
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        """The hidden-state metrics' fixed inputs (Gaussian, the students' width), computed once."""
+        if "inputs" not in self._cache:
+            self._cache["inputs"] = metric_inputs(self.width, self.dtype, self.generator())
+        return self._cache["inputs"]
+
+    def per_layer(self, *names: str) -> dict[str, np.ndarray]:
+        """NaN arrays ``(n, max depth + 1)`` to fill, by name."""
+        layers = max(s.depth for s in self.specs) + 1
+        return {name: np.full((len(self), layers), np.nan) for name in names}
+
+    def per_student(self, *names: str) -> dict[str, np.ndarray]:
+        """NaN arrays ``(n,)`` to fill, by name."""
+        return {name: np.full(len(self), np.nan) for name in names}
+
+
+class Measure(Protocol):
+    """What is computed on trained students: ``labels`` maps each output to its ``(long_name, units)``."""
+
+    name: str
+    labels: Mapping[str, tuple[str, str]]
+
+    def applies(self, students: TrainedStudents) -> bool: ...
+
+    def measure(self, students: TrainedStudents) -> dict[str, np.ndarray]: ...
+
+
+MEASURES: dict[str, Measure] = {}
+
+
+def register_measure(measure: Measure) -> Measure:
+    """Make ``measure`` run on every run's students it applies to (after those registered before it)."""
+    for attribute in ("name", "labels", "applies", "measure"):
+        if not hasattr(measure, attribute):
+            raise ConfigError(f"a measure needs name, labels, applies() and measure(); {measure!r} has no "
+                              f"{attribute}.")
+    taken = MEASURES.get(measure.name)
+    if taken is not None and taken is not measure:
+        raise ConfigError(f"the measure name {measure.name!r} is taken; choose another name.")
+    MEASURES[measure.name] = measure
+    return measure
+
+
+def run_measures(students: TrainedStudents | None) -> tuple[dict[str, np.ndarray], dict[str, tuple[str, str]]]:
+    """Every registered measure that applies to ``students``, in registration order: ``(outputs, labels)``.
+    An output a measure does not label, or of the wrong length, is an error naming the measure."""
+    outputs: dict[str, np.ndarray] = {}
+    labels: dict[str, tuple[str, str]] = {}
+    for measure in MEASURES.values():
+        labels.update(measure.labels)
+        if students is None or not measure.applies(students):
+            continue
+        with torch.no_grad():
+            found = measure.measure(students)
+        for name, values in found.items():
+            if name not in measure.labels or np.shape(values)[:1] != (len(students),):
+                raise ConfigError(f"the measure {measure.name!r} returned {name!r} with shape {np.shape(values)}: "
+                                  f"an output must be in its labels and have one row per student ({len(students)}).")
+        outputs.update(found)
+    return outputs, labels
