@@ -166,3 +166,54 @@ def test_a_measure_that_returns_what_it_does_not_label_is_refused(weight_norm):
     weight_norm.labels = {}  # now it returns an output it does not name
     with pytest.raises(resflow.ConfigError, match="layer-weight-norm-test"):
         run_measures(students)
+
+
+# ------------------------------------------------------------------------------------------- a new intervention
+
+def _duplicate_profile(steps, h0, corrupt, readout):
+    """Damage of running layer l twice (h_{l+1} = f_l(f_l(h_l))), layer by layer."""
+    from resflow.analysis.interventions import run_steps
+
+    readout = readout or (lambda h: h)
+    clean = readout(run_steps(steps, h0))
+    damage = []
+    for layer in range(len(steps)):
+        doubled = list(steps[:layer + 1]) + list(steps[layer:])
+        damage.append(float((readout(run_steps(doubled, h0)) - clean).square().mean()))
+    return np.array(damage)
+
+
+@pytest.fixture
+def duplicate():
+    from resflow.analysis.interventions import (
+        PROFILE_LABELS,
+        STACK_INTERVENTIONS,
+        StackIntervention,
+        register_intervention,
+    )
+
+    intervention = register_intervention(StackIntervention(
+        "duplicate_test", "damage of running layer l twice (mean square change of the normalised output)",
+        "layer l run twice", _duplicate_profile))
+    try:
+        yield intervention
+    finally:
+        del STACK_INTERVENTIONS[intervention.name], PROFILE_LABELS[intervention.name]
+
+
+def test_a_new_intervention_profiles_every_trained_student_and_every_teacher(duplicate, tmp_path):
+    config = resflow.preset("smooth-vs-rough", "quick").with_overrides(
+        ["train.steps=40", "train.eval_every=20", "depths=1,2,4", "replicates=1", "routes=scratch", "lengths=1",
+         "train.device=cpu"])
+    result = resflow.run_experiment(config, out=tmp_path / "store")
+    store = resflow.Store.open(tmp_path / "store")
+    ds = store.load(result.record)
+    doubled = ds["duplicate_test"]
+    assert doubled.attrs["long_name"].startswith("damage of running layer l twice")
+    for depth in (1, 2, 4):
+        row = doubled.sel(depth=depth).values.reshape(-1, doubled.sizes["layer"])
+        assert (row[:, :depth] > 0).all() and np.isnan(row[:, depth:]).all()
+    # the same intervention on a teacher, through `resflow intervene`'s function, read back from its record
+    run = resflow.workflows.intervene_models(["teacher:tied"], out=tmp_path / "store", n_inputs=64)
+    profile = store.load(run.records[0])["duplicate_test"]
+    assert profile.attrs["long_name"].endswith("layer l run twice") and np.isfinite(profile.values).all()

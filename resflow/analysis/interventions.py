@@ -170,14 +170,15 @@ def trace(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *, res
 
 
 def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, lesion_rescaled=None, swap=None,
-                         trace=None, tokens=None, attrs: dict | None = None):
+                         trace=None, tokens=None, attrs: dict | None = None, **profiles):
     """One ``intervention`` store record: the profiles of one model (toy or transformer, the same schema).
 
     Dims ``layer`` (:math:`l = 0..\\ell-1`, with coordinate ``position`` = :math:`l/\\ell`) and ``token``
     (the trace's restored positions, with ``token_text``; a toy stack has one, ``x``); variables
     ``lesion``, ``lesion_rescaled``, ``swap`` (NaN at the last layer, which has no successor) and
-    ``trace`` (``layer``, ``token``), each present when measured; attrs ``model``, ``measure`` and
-    what the caller passes (prompt, target, subject, clean and corrupted measures, provenance).
+    ``trace`` (``layer``, ``token``), each present when measured, and any other registered intervention's
+    profile (``profiles``, by name: :data:`STACK_INTERVENTIONS`); attrs ``model``, ``measure`` and what the
+    caller passes (prompt, target, subject, clean and corrupted measures, provenance).
     """
     import xarray as xr
 
@@ -185,10 +186,12 @@ def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, l
     what = ("mean square change of the output" if measure == "damage"
             else "probability of the target token after the prompt")
     data = {}
-    for name, values, long_name in (("lesion", lesion, "layer l skipped"),
-                                    ("lesion_rescaled", lesion_rescaled,
-                                     "layer l skipped, the other updates lengthened by ell/(ell - 1)"),
-                                    ("swap", swap, "layers l and l + 1 run in the other order")):
+    if unknown := sorted(set(profiles) - set(STACK_INTERVENTIONS)):
+        raise ConfigError(f"no registered intervention is called {', '.join(unknown)}; known: "
+                          f"{', '.join(STACK_INTERVENTIONS)}.")
+    per_layer = {"lesion": lesion, "lesion_rescaled": lesion_rescaled, "swap": swap, **profiles}
+    for name, values in per_layer.items():
+        long_name = STACK_INTERVENTIONS[name].what
         if values is None:
             continue
         full = np.full(depth, np.nan)
@@ -209,26 +212,68 @@ def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, l
                                                   "depth": str(depth)})
 
 
-#: the profiles every stack gets (``toy-run`` records hold them per trained student; ``intervention`` records
-#: per model): name -> (long name, units)
-PROFILE_LABELS = {
-    "lesion": ("damage of skipping layer l (mean square change of the normalised output)", "1"),
-    "lesion_rescaled": ("damage of skipping layer l, the other updates lengthened by ell/(ell - 1)", "1"),
-    "swap": ("damage of running layers l and l + 1 in the other order", "1"),
-    "trace": ("recovered share of the clean output, input corrupted, the clean update of layer l restored", "1"),
-}
+@dataclass(frozen=True)
+class StackIntervention:
+    """An intervention every stack's profile includes (:func:`stack_profiles`): ``profile(steps, h0, corrupt,
+    readout)`` gives one value per layer it applies to (at most :math:`\\ell`; the rest are NaN), ``label`` its
+    long name in a ``toy-run`` record, ``what`` its clause in an ``intervention`` record ("layer l skipped");
+    ``minimum_depth`` the shallowest stack it applies to (shallower ones get NaN)."""
+
+    name: str
+    label: str
+    what: str
+    profile: Callable[..., np.ndarray]
+    minimum_depth: int = 1
+
+
+#: the interventions every stack gets, by name (``toy-run`` records hold their profiles per trained student,
+#: ``intervention`` records per model); :func:`register_intervention` adds one
+STACK_INTERVENTIONS: dict[str, StackIntervention] = {}
+#: name -> (long name, units) of every registered profile, kept in step with :data:`STACK_INTERVENTIONS`
+PROFILE_LABELS: dict[str, tuple[str, str]] = {}
+
+
+def register_intervention(intervention: StackIntervention) -> StackIntervention:
+    """Make every later profile of a stack include ``intervention`` (a name taken by another is refused)."""
+    taken = STACK_INTERVENTIONS.get(intervention.name)
+    if taken is not None and taken != intervention:
+        raise ConfigError(f"the intervention name {intervention.name!r} is taken; choose another name.")
+    STACK_INTERVENTIONS[intervention.name] = intervention
+    PROFILE_LABELS[intervention.name] = (intervention.label, "1")
+    return intervention
+
+
+for _builtin in (
+    StackIntervention("lesion", "damage of skipping layer l (mean square change of the normalised output)",
+                      "layer l skipped", lambda steps, h0, corrupt, readout: lesion(steps, h0, readout=readout).value),
+    StackIntervention("lesion_rescaled", "damage of skipping layer l, the other updates lengthened by ell/(ell - 1)",
+                      "layer l skipped, the other updates lengthened by ell/(ell - 1)",
+                      lambda steps, h0, corrupt, readout: lesion(steps, h0, rescale=True, readout=readout).value,
+                      minimum_depth=2),
+    StackIntervention("swap", "damage of running layers l and l + 1 in the other order",
+                      "layers l and l + 1 run in the other order",
+                      lambda steps, h0, corrupt, readout: swap(steps, h0, readout=readout).value, minimum_depth=2),
+    StackIntervention("trace", "recovered share of the clean output, input corrupted, the clean update of layer l "
+                      "restored", "input corrupted, the clean input of layer l at the token restored",
+                      lambda steps, h0, corrupt, readout: trace(steps, h0, corrupt, restore="update",
+                                                                readout=readout).value),
+):
+    register_intervention(_builtin)
 
 
 def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *,
                    readout: Callable | None = None) -> dict[str, np.ndarray]:
-    """Every profile of :data:`PROFILE_LABELS` for one stack, each of length :math:`\\ell` (``swap``: NaN at the
-    last layer; a one-layer stack has NaN for the rescaled lesion and the swap)."""
+    """Every registered profile (:data:`STACK_INTERVENTIONS`) of one stack, each of length :math:`\\ell`, NaN where
+    it does not apply (``swap`` at the last layer; a one-layer stack has NaN for the rescaled lesion and the
+    swap)."""
     depth = len(steps)
-    out = {"lesion": lesion(steps, h0, readout=readout).value,
-           "trace": trace(steps, h0, corrupt, restore="update", readout=readout).value}
-    nan = np.full(depth, np.nan)
-    out["lesion_rescaled"] = lesion(steps, h0, rescale=True, readout=readout).value if depth > 1 else nan
-    out["swap"] = np.append(swap(steps, h0, readout=readout).value, np.nan) if depth > 1 else nan
+    out = {}
+    for name, intervention in STACK_INTERVENTIONS.items():
+        full = np.full(depth, np.nan)
+        if depth >= intervention.minimum_depth:
+            values = np.asarray(intervention.profile(steps, h0, corrupt, readout), float)
+            full[:len(values)] = values
+        out[name] = full
     return out
 
 
