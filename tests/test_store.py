@@ -14,7 +14,7 @@ import xarray as xr
 from resflow.errors import ConfigError
 from resflow.store import Store, StoreError
 
-STORE_ATTRS = ("store_kind", "store_name", "store_record", "store_schema_version")
+STORE_ATTRS = ("store_kind", "store_name", "store_record", "store_schema_version", "store_kind_schema")
 
 
 def sample(seed=0, experiment="smooth-vs-rough", n_seeds=2, seed_offset=0):

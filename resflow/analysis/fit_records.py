@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..records.kinds import FIT
 from .fits import FitSettings, SeriesFit
 
 __all__ = ["fits_to_dataset", "fits_from_dataset", "FIT_SCHEMA", "fit_problems"]
 
 # What a fit record must hold to be read back (the full schema: docs/design/store.md).
-FIT_SCHEMA = {"variables": ("exponent", "ci_low", "ci_high", "converged"), "dims": ("series",)}
+FIT_SCHEMA = {"variables": tuple(p for p in FIT.requires if not p.startswith("dim ")),
+              "dims": tuple(p[len("dim "):] for p in FIT.requires if p.startswith("dim "))}
 
 
 def fit_problems(ds: xr.Dataset) -> list[str]:

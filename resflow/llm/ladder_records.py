@@ -17,13 +17,13 @@ import xarray as xr
 from ..analysis.compare import ComparisonRow, DepthPart
 from ..analysis.interventions import InterventionRow, intervention_row
 from ..analysis.regimes import classify
+from ..records.kinds import LM_LADDER
 from .ladder import PROBE_METRICS, TrainedLadder
 from .ladder_fit import ladder_fits, width_depth_fit
 
 __all__ = ["ladder_dataset", "ladder_rows", "ladder_depth_parts",
-           "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems", "KIND"]
+           "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems"]
 
-KIND = "lm-ladder"
 
 
 def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
@@ -95,7 +95,7 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
 
 def ladder_problems(ds: xr.Dataset) -> list[str]:
     """What an ``lm-ladder`` record lacks (one line each); empty for a well-formed record."""
-    need = ("val_loss", "val_loss_curve", "lesion", "swap", "update_angle", "early_stop_fraction")
+    need = LM_LADDER.requires
     problems = [f"lm-ladder record lacks the variable {v!r}" for v in need if v not in ds]
     if "val_loss" in ds and tuple(ds["val_loss"].dims) != ("width", "depth", "seed", "length", "batch"):
         problems.append(f"val_loss has dims {ds['val_loss'].dims}, not (width, depth, seed, length, batch)")

@@ -8,12 +8,30 @@ module         what it holds
                :func:`upgrade_run` for records of earlier versions, :func:`load_run`,
                :func:`merge_runs`, :func:`best_start` (one student per cell of a run of
                several routes and inits)
+``kinds``      every kind of record, defined once (:class:`RecordKind`: name, summary, writer, what it
+               requires, schema version): :data:`TOY_RUN`, :data:`FIT`, ... in :data:`RECORD_KINDS`
 =============  =============================================================================
 
-The store itself (:mod:`resflow.store`) knows only xarray; the ``fit`` record lives with its writer in
-:mod:`resflow.analysis` (``fit_records``).  Kinds and variables: ``docs/design/store.md``.
+The store itself (:mod:`resflow.store`) knows only xarray and a kind's spelling; writers and readers name a
+kind by its constant here.  The other kinds' Datasets are built beside their computation (``fit`` in
+:mod:`resflow.analysis`, ``lm-ladder`` in :mod:`resflow.llm`, ...; :attr:`RecordKind.writer`).  Kinds and
+variables: ``docs/design/store.md``.
 """
 
+from .kinds import (
+    BENCH,
+    FIT,
+    INTERVENTION,
+    LLM_DATA,
+    LLM_FIT,
+    LM_LADDER,
+    PROBE,
+    RECORD_KINDS,
+    THEORY,
+    TOY_RUN,
+    RecordKind,
+    record_kind,
+)
 from .toy_run import (
     DIMS,
     SCHEMA,
@@ -30,5 +48,7 @@ from .toy_run import (
     upgrade_run,
 )
 
-__all__ = ["DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
+__all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT", "PROBE",
+           "BENCH", "INTERVENTION", "LM_LADDER",
+           "DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
            "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells"]

@@ -34,6 +34,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import ConfigError, IncompatibleOptionsError
+from .kinds import TOY_RUN
 
 if TYPE_CHECKING:
     from ..store import RecordInfo, Store
@@ -41,13 +42,12 @@ if TYPE_CHECKING:
 __all__ = ["DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
            "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells"]
 
-KIND = "toy-run"
 DIMS = ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "route", "init", "length")
 SERIES_DIMS = DIMS[:4]  # the dims that label one loss-vs-depth series
 START_DIMS = ("route", "init")  # how a student started: several per (series, depth, replicate) cell
 # What a record must hold to be read (older records lack student_groups and temperature: upgrade adds them).
-SCHEMA = {"variables": ("final_loss_batch", "failed", "test_loss"),
-          "dims": ("target", "scheme", "depth", "replicate", "length", "eval_batch")}
+SCHEMA = {"variables": tuple(p for p in TOY_RUN.requires if not p.startswith("dim ")),
+          "dims": tuple(p[len("dim "):] for p in TOY_RUN.requires if p.startswith("dim "))}
 UNUSED = {"student_groups": 0, "temperature": math.nan, "route": "scratch", "init": 0}  # the size-1 coordinate of
 # a dim a run does not vary (and of a dim a record of an earlier version lacks)
 NO_TEMPERATURE = "NaN: an MSE run (no softmax, no temperature)"

@@ -15,7 +15,7 @@ earlier versions are read and how records merge live with their writers (:mod:`r
 """
 
 from .store import (
-           RECORD_KINDS,
+           KIND_PATTERN,
            STORE_VERSION,
            Leftover,
            RecordInfo,
@@ -26,6 +26,6 @@ from .store import (
 )
 from .workdirs import RUN_LOCK, RunBusyError, lock_holder, new_run_dir, run_lock
 
-__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "RECORD_KINDS",
+__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "KIND_PATTERN",
            "STORE_VERSION", "Validator", "new_run_dir", "run_lock", "lock_holder", "RUN_LOCK",
            "RunBusyError"]

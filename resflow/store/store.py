@@ -41,13 +41,13 @@ from .._atomic import atomic_write
 from ..errors import ConfigError, ResflowError, UnknownNameError
 from .workdirs import _host, new_run_dir
 
-__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STORE_VERSION", "RECORD_KINDS",
+__all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STORE_VERSION", "KIND_PATTERN",
            "Validator"]
 
 STORE_SCHEMA = "resflow-store"
 STORE_VERSION = 1
 MARKER = "resflow-store.json"
-RECORD_KINDS = ("toy-run", "fit", "theory", "llm-data", "llm-fit", "probe", "bench", "intervention", "lm-ladder")
+KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")  # a kind's spelling; the kinds: resflow.records.kinds
 Validator = Callable[[xr.Dataset], list[str]]  # a record -> what it lacks to be read as its kind
 TMP_PREFIX = ".tmp-"
 STALE_AFTER_S = 24 * 3600.0  # a leftover of a writer on another host is removed only when this old
@@ -136,10 +136,11 @@ class Store:
         return cls(path)
 
     # ------------------------------------------------------------------ writing
-    def write(self, ds: xr.Dataset, *, kind: str, name: str) -> str:
-        """Write ``ds`` as a new record and return its id (never overwrites)."""
-        if kind not in RECORD_KINDS:
-            raise UnknownNameError(f"kind must be one of {', '.join(RECORD_KINDS)}; got {kind!r}.")
+    def write(self, ds: xr.Dataset, *, kind: Any, name: str) -> str:
+        """Write ``ds`` as a new record of ``kind`` (a :class:`resflow.records.RecordKind`, or its name) and return
+        its id (never overwrites)."""
+        schema = getattr(kind, "schema", 1)
+        kind = _kind_name(kind)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
         record_id = f"{kind}--{_safe(name)}--{stamp}--{uuid.uuid4().hex[:8]}"
         runs = self.path / "runs"
@@ -148,7 +149,7 @@ class Store:
         final = runs / f"{record_id}.zarr"
         out = ds.copy()
         out.attrs = {**ds.attrs, "store_kind": kind, "store_name": name, "store_record": record_id,
-                     "store_schema_version": str(STORE_VERSION)}
+                     "store_schema_version": str(STORE_VERSION), "store_kind_schema": str(schema)}
         out = _encodable(out)
         try:
             out.to_zarr(tmp, mode="w-", zarr_format=2, consolidated=True)
@@ -159,8 +160,9 @@ class Store:
         return record_id
 
     # ------------------------------------------------------------------ reading
-    def records(self, kind: str | None = None, name: str | None = None) -> list[RecordInfo]:
-        """Finished records, oldest first, optionally filtered by kind and name."""
+    def records(self, kind: Any = None, name: str | None = None) -> list[RecordInfo]:
+        """Finished records, oldest first, optionally filtered by kind (a record kind or its name) and name."""
+        kind = None if kind is None else _kind_name(kind)
         out = []
         for path in sorted((self.path / "runs").glob("*.zarr")):
             if path.name.startswith(TMP_PREFIX):
@@ -295,6 +297,15 @@ def _writer_of(name: str) -> tuple[str, bool, bool]:
     except PermissionError:  # alive, owned by someone else
         return head, True, True
     return head, True, True
+
+
+def _kind_name(kind: Any) -> str:
+    """A kind's name (``resflow.records.TOY_RUN`` -> ``"toy-run"``), its spelling checked."""
+    name = getattr(kind, "name", kind)
+    if not isinstance(name, str) or not KIND_PATTERN.fullmatch(name):
+        raise UnknownNameError(f"kind must be a record kind (resflow.records.RECORD_KINDS, e.g. TOY_RUN) or a name "
+                               f"of lower-case words joined by dashes; got {kind!r}.")
+    return name
 
 
 def _safe(name: str) -> str:

@@ -16,6 +16,7 @@ import xarray as xr
 
 from ..errors import ConfigError
 from ..provenance import provenance
+from ..records.kinds import BENCH
 from ..store import Store
 from ..training.bench import CASES, BenchRow, PrecisionCheck, bench_meta, precision_check, run_bench
 
@@ -72,4 +73,4 @@ def bench_engine(device: str = "auto", *, cases: Sequence[str] = tuple(CASES), r
     ds = bench_dataset(rows, done)
     ds.attrs.update(provenance({"device": device, "cases": list(cases), "rounds": rounds, "checks": list(checks),
                                 "check_steps": check_steps}, seed=0))
-    return BenchResult(rows=tuple(rows), checks=done, record=store.write(ds, kind="bench", name="engine"))
+    return BenchResult(rows=tuple(rows), checks=done, record=store.write(ds, kind=BENCH, name="engine"))

@@ -23,9 +23,9 @@ from ..analysis.plots import save_figure
 from ..analysis.signatures import SignatureRow, probe_signature_rows, toy_signature_rows
 from ..errors import ConfigError
 from ..llm.comparison import depth_part, fit_failure, llm_row
-from ..llm.ladder_records import KIND as LADDER
 from ..llm.ladder_records import ladder_depth_parts, ladder_intervention_rows, ladder_rows
 from ..provenance import provenance
+from ..records.kinds import INTERVENTION, LLM_FIT, LM_LADDER, PROBE, TOY_RUN
 from ..store import Store
 from .fit import latest_fit_records
 
@@ -61,7 +61,7 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
     for k, store in enumerate(opened):
         report(str(store.path), k, len(opened))
         latest = latest_fit_records(store)
-        for info in store.records(kind="toy-run"):
+        for info in store.records(kind=TOY_RUN):
             run = store.load(info)
             if "lesion" in run:  # trained students' interventions (resflow 0.4 on)
                 interventions += intervention_rows(run, info.id)
@@ -73,7 +73,7 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
             fits = [f for f in fits_from_dataset(store.load(latest[info.id])) if not is_class_target(f.target)]
             schemes.update(f.scheme for f in fits)
             toy += toy_rows(fits, experiment=info.name, record=latest[info.id])
-        for info in store.records(kind="llm-fit"):
+        for info in store.records(kind=LLM_FIT):
             fit = store.load(info)
             failure = fit_failure(fit)
             if failure is not None:  # a failed fit is never shown as a result
@@ -83,14 +83,14 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
             data_id = fit.attrs.get("data_record")
             if data_id:
                 parts.append(depth_part(fit, store.load(data_id)))
-        for info in store.records(kind=LADDER):  # language models trained here
+        for info in store.records(kind=LM_LADDER):  # language models trained here
             ladder = store.load(info)
             llm += ladder_rows(ladder, info.id)
             parts += ladder_depth_parts(ladder)
             interventions += ladder_intervention_rows(ladder, info.id)
-        for info in store.records(kind="intervention"):
+        for info in store.records(kind=INTERVENTION):
             interventions += intervention_rows(store.load(info), info.id)
-        for info in store.records(kind="probe"):
+        for info in store.records(kind=PROBE):
             signatures += probe_signature_rows(store.load(info), info.id)
     report("", len(opened), len(opened))
     rows = theory_rows(tuple(sorted(schemes))) + toy + llm

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..experiments import registered
 from ..provenance import git_commit, package_version
 from ..records import load_run
+from ..records.kinds import TOY_RUN
 from ..store import Store
 from .fit import latest_fit_records
 
@@ -71,7 +72,7 @@ def draw_run_figure(store: Path | str, record: str | None = None, *, path: Path 
     if path.exists() and not overwrite:
         raise ConfigError(f"{str(path)!r} exists; choose a new file, or pass overwrite=True to replace it.")
     opened = Store.open(store)
-    runs = [r for r in opened.records(kind="toy-run")
+    runs = [r for r in opened.records(kind=TOY_RUN)
             if (r.id == record if record else experiment is None or r.name == experiment)]
     if not runs:
         what = f"toy-run record {record!r}" if record else f"run of {experiment!r}" if experiment else "toy run"

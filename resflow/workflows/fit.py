@@ -15,6 +15,7 @@ from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
 from ..analysis.separation import Separation, separations
 from ..errors import ConfigError
 from ..provenance import provenance
+from ..records.kinds import FIT, TOY_RUN
 from ..store import Store
 
 __all__ = ["RunFits", "fit_store", "latest_fit_records"]
@@ -42,7 +43,7 @@ class RunFits:
 def latest_fit_records(store: Store, *, settings_json: str | None = None) -> dict[str, str]:
     """Run id -> id of its latest ``fit`` record (with exactly these settings, if given)."""
     out: dict[str, str] = {}
-    for info in store.records(kind="fit"):  # oldest first: later records win
+    for info in store.records(kind=FIT):  # oldest first: later records win
         attrs = store.attrs(info)
         if settings_json is None or attrs.get("fit_settings") == settings_json:
             out[attrs.get("source_record", "")] = info.id
@@ -57,7 +58,7 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None, *,
     A record this resflow cannot fit (written by another version, or damaged) is skipped with the reason in
     :attr:`RunFits.skipped`; if no record could be fitted the call raises :class:`ConfigError`."""
     store = store if isinstance(store, Store) else Store.open(store)
-    runs = store.records(kind="toy-run")
+    runs = store.records(kind=TOY_RUN)
     if not runs:
         raise ConfigError(f"no toy runs in store {str(store.path)!r}; `resflow run` writes them.")
     if run is not None:
@@ -83,7 +84,7 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None, *,
             continue
         record = fits_to_dataset(fits, source_record=info.id, settings=settings)
         record.attrs.update(provenance({"fit_settings": settings.to_json(), "run": info.id}))
-        fit_id = store.write(record, kind="fit", name=info.name)
+        fit_id = store.write(record, kind=FIT, name=info.name)
         out.append(RunFits(run=info.id, experiment=experiment, fit_record=fit_id, fits=tuple(fits), reused=False))
     if all(r.skipped for r in out):
         raise ConfigError(f"no toy run of store {str(store.path)!r} could be fitted: "

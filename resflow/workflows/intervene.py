@@ -22,6 +22,7 @@ from ..analysis.plots import plot_interventions, save_figure
 from ..dynamics import rmsnorm
 from ..errors import ConfigError
 from ..provenance import provenance
+from ..records.kinds import INTERVENTION
 from ..store import Store
 from ..training.block import student_steps
 from ..training.engine import resolve_device
@@ -122,7 +123,7 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
     for ds in datasets:
         ran_on = "cpu" if ds.attrs["model"].startswith(TEACHER_PREFIX) else str(hf_device)  # teachers: the CPU
         ds.attrs.update(provenance({"model": ds.attrs["model"], "seed": seed, "device": ran_on}))
-        records.append(store.write(ds, kind="intervention", name=ds.attrs["model"].replace("/", "-")))
+        records.append(store.write(ds, kind=INTERVENTION, name=ds.attrs["model"].replace("/", "-")))
     figure = save_figure(plot_interventions(datasets), store.work_dir("intervene") / "interventions.png",
                          provenance({"models": list(models), "records": records}, seed=seed))
     return InterventionRun(tuple(datasets), tuple(records), figure)

@@ -17,9 +17,10 @@ from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..llm.ladder import SPEED_ONLY, LadderConfig, check_device, train_ladder
 from ..llm.ladder_fit import LadderFit, ladder_fits
-from ..llm.ladder_records import KIND, ladder_dataset, ladder_tables, plot_ladder
+from ..llm.ladder_records import ladder_dataset, ladder_tables, plot_ladder
 from ..llm.lm import require_llm
 from ..provenance import provenance
+from ..records.kinds import LM_LADDER
 from ..store import Store, run_lock
 
 __all__ = ["LadderRun", "run_ladder", "FIGURE_NAME"]
@@ -78,7 +79,7 @@ def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool | str = Fa
         prov = provenance(config.to_dict(), seed=config.first_seed, experiment=config.experiment,
                           device=trained.device)
         ds = ladder_dataset(trained, prov)
-        record = store.write(ds, kind=KIND, name=config.experiment)
+        record = store.write(ds, kind=LM_LADDER, name=config.experiment)
         atomic_write(run_dir / RECORD_NAME, record + "\n")
     fits = ladder_fits(ds)
     atomic_write(run_dir / "fits.json", json.dumps([f.to_json() for f in fits], indent=1))

@@ -18,6 +18,7 @@ from ..llm.scaling_fit import (
     holdout_validation,
 )
 from ..provenance import provenance
+from ..records.kinds import LLM_DATA, LLM_FIT
 from ..store import Store
 
 __all__ = ["LLMFitResult", "fit_llm_table"]
@@ -93,8 +94,8 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
     data_ds = table_dataset(table, source=CHINCHILLA["source"] if is_chinchilla else str(table.attrs["path"]),
                             license=CHINCHILLA["license"] if is_chinchilla else "as given by the user")
     data_ds.attrs.update(prov)
-    data_record = store.write(data_ds, kind="llm-data", name="chinchilla" if is_chinchilla else "user-table")
+    data_record = store.write(data_ds, kind=LLM_DATA, name="chinchilla" if is_chinchilla else "user-table")
     fit_ds = fit_dataset_record(fit, data_record)
     fit_ds.attrs.update(prov)
-    fit_record = store.write(fit_ds, kind="llm-fit", name="depth-scaling")
+    fit_record = store.write(fit_ds, kind=LLM_FIT, name="depth-scaling")
     return LLMFitResult(fit=fit, sweep=tuple(sweep), data_record=data_record, fit_record=fit_record)

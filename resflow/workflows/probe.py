@@ -17,6 +17,7 @@ from ..analysis.plots import save_figure
 from ..analysis.probes import ProbeResult, plot_probes, probe_dataset, probe_states, step_size_slope
 from ..errors import ConfigError
 from ..provenance import provenance
+from ..records.kinds import PROBE
 from ..store import Store
 from ..training.engine import resolve_device
 from ..training.teacher import Teacher
@@ -87,7 +88,7 @@ def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_
                       seed=0)
     ds = probe_dataset(results)
     ds.attrs.update(prov)
-    record = store.write(ds, kind="probe", name="probe")
+    record = store.write(ds, kind=PROBE, name="probe")
     figure = save_figure(plot_probes(results, normalise=normalise), store.work_dir("probe") / "probe.png", prov)
     slope = step_size_slope(results) if len({r.n_layers for r in results}) >= 2 else None
     return ProbeRun(results=tuple(results), record=record, figure=figure, step_size_slope=slope)

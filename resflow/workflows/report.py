@@ -18,6 +18,7 @@ from ..analysis.report import run_tables
 from ..errors import ConfigError
 from ..experiments import registered
 from ..records import load_run
+from ..records.kinds import LM_LADDER, TOY_RUN
 from ..store import Store
 from .unfinished import IN_PROGRESS, unfinished_runs
 
@@ -50,8 +51,8 @@ def unfinished_note(store: Path | str) -> str:
 
 def _report(store: Path | str, record: str | None, *, experiment: str | None, replicate: int | None) -> str:
     opened = Store.open(store)
-    runs = [r for r in opened.records(kind="toy-run") + opened.records(kind="lm-ladder")
-            if (r.id == record if record else (r.kind == "toy-run" if experiment is None else r.name == experiment))]
+    runs = [r for r in opened.records(kind=TOY_RUN) + opened.records(kind=LM_LADDER)
+            if (r.id == record if record else (r.kind == TOY_RUN.name if experiment is None else r.name == experiment))]
     runs.sort(key=lambda r: r.created)
     if not runs:
         what = f"record {record!r}" if record else f"run of {experiment!r}" if experiment else "toy run"
@@ -60,7 +61,7 @@ def _report(store: Path | str, record: str | None, *, experiment: str | None, re
         raise ConfigError(f"no {what} in the store {str(store)!r}; `resflow fit {store}` lists each run's record id "
                           "(give one, or --experiment with a run's name).")
     info = runs[-1]
-    if info.kind == "lm-ladder":  # the language-model ladder: its own record and tables
+    if info.kind == LM_LADDER.name:  # the language-model ladder: its own record and tables
         ds = opened.load(info)
         if replicate is not None:
             ds = ds.sel(seed=[replicate]) if replicate in ds["seed"].values else _no_replicate(ds["seed"], replicate)

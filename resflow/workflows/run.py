@@ -32,6 +32,7 @@ from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
 from ..provenance import provenance
 from ..records import build_dataset
+from ..records.kinds import FIT, TOY_RUN
 from ..store import Store, lock_holder, run_lock
 from ..training.continuation import train_by_doubling
 from ..training.engine import CHECKPOINT_NAME, resolve_device
@@ -240,14 +241,14 @@ def _run_in(run_dir: Path, store: Store, config: ExperimentConfig, experiment, *
                                          stop_after=stop_after)
     if ds is None:
         return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=steps_done)
-    record = store.write(ds, kind="toy-run", name=config.experiment)
+    record = store.write(ds, kind=TOY_RUN, name=config.experiment)
     ds.attrs["store_record"] = record
     atomic_write(run_dir / RECORD_NAME, record + "\n")
     settings = FitSettings()
     fits = fit_dataset(ds, settings)
     fit_ds = fits_to_dataset(fits, source_record=record, settings=settings)
     fit_ds.attrs.update(prov)
-    fit_record = store.write(fit_ds, kind="fit", name=config.experiment)
+    fit_record = store.write(fit_ds, kind=FIT, name=config.experiment)
     atomic_write(run_dir / FITS_NAME, json.dumps([f.to_json() for f in fits], indent=1))
     figure = save_figure(experiment.figure(ds, fits), run_dir / FIGURE_NAME, prov)
     return ExperimentResult(config=config, work_dir=run_dir, finished=True, steps_done=steps_done,

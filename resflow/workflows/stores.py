@@ -9,12 +9,16 @@ from pathlib import Path
 from ..analysis import fit_problems
 from ..llm.ladder_records import ladder_problems
 from ..records import run_problems
+from ..records.kinds import FIT, LM_LADDER, RECORD_KINDS, TOY_RUN
 from ..store import Store, StoreReport, Validator
 from .unfinished import UnfinishedRun, gc_store, idle_run_dirs, unfinished_runs
 
 __all__ = ["RECORD_VALIDATORS", "StoreCheck", "check_store", "gc_store"]
 
-RECORD_VALIDATORS: dict[str, Validator] = {"toy-run": run_problems, "fit": fit_problems, "lm-ladder": ladder_problems}
+# every kind checked by what it requires (resflow.records.kinds); three by their writers' fuller checks
+RECORD_VALIDATORS: dict[str, Validator] = ({name: kind.problems for name, kind in RECORD_KINDS.items()}
+                                           | {TOY_RUN.name: run_problems, FIT.name: fit_problems,
+                                              LM_LADDER.name: ladder_problems})
 
 
 @dataclass

@@ -24,6 +24,7 @@ from .._validate import check_int
 from ..errors import ConfigError, ResflowError
 from ..experiments.config import ExperimentConfig, parse_assignment
 from ..experiments.registry import preset as load_preset
+from ..records.kinds import TOY_RUN
 from ..store import Store
 
 __all__ = ["SweepPlan", "SweepCell", "SweepResult", "SweepCellError", "run_sweep", "run_cell", "parse_grid",
@@ -179,7 +180,7 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
                 reasons = sorted({str(r) for r in np.ravel(ds["fail_reason"].values) if str(r)})
                 raise SweepCellError(f"every student diverged ({'; '.join(reasons) or 'non-finite loss'}).")
             ds.attrs.update(sweep=sweep_id, sweep_cell=cell.key, sweep_point=json.dumps(dict(cell.point)))
-            return store.write(ds, kind="toy-run", name=base.experiment)
+            return store.write(ds, kind=TOY_RUN, name=base.experiment)
     finally:
         torch.set_num_threads(threads_before)  # a serial sweep leaves the caller's setting as it was
 
@@ -215,7 +216,7 @@ def _write_manifest(store: Store, sweep_id: str, manifest: dict) -> Path:
 def done_cells(store: Store, sweep_id: str) -> dict[str, str]:
     """Cell key -> record id for every cell of ``sweep_id`` with a record (the oldest, if a cell has two)."""
     done: dict[str, str] = {}
-    for info in store.records(kind="toy-run"):
+    for info in store.records(kind=TOY_RUN):
         attrs = store.attrs(info)
         if attrs.get("sweep") == sweep_id:
             done.setdefault(attrs["sweep_cell"], info.id)
