@@ -34,6 +34,7 @@ from ..errors import ConfigError
 from .block import StudentSpec
 from .data import EVAL_SEED_OFFSET, METRIC_BATCH, METRIC_SEED
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
+from .kernels import ce_head, embed_forward
 from .targets import teacher_key
 
 __all__ = ["RHM_DEFAULTS", "HierarchyTargetConfig", "HierarchyTarget", "ClassTargets", "HierarchyStreams",
@@ -127,7 +128,10 @@ def one_hot_inputs(tokens: torch.Tensor, vocab: int, positions: int, dtype: torc
 
 
 class ClassTargets:
-    """The engine's targets for ``loss="ce"`` (module docstring): per slot, the grammar, its inputs and labels."""
+    """The engine's targets for ``loss="ce"`` (module docstring): per slot, the grammar, its inputs and labels.
+    A target kind (:mod:`resflow.training.targets`): students of tokens, embedded, read out by a learned head."""
+
+    capturable = False  # its labels come from parsing on the host: no CUDA graph
 
     def __init__(self, teachers: Mapping[Hashable, HierarchyTarget], specs: list[StudentSpec], replicates: list[int],
                  device: torch.device) -> None:
@@ -170,6 +174,36 @@ class ClassTargets:
 
     def outputs(self, labels: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"labels": labels}
+
+    # ------------------------------------------------------------------ the target kind
+    def bind(self, banks: list, config) -> None:
+        """Each bank's slots, and the banks (their embeddings)."""
+        self.banks, self.dtype = banks, getattr(torch, config.dtype)
+        self.slot_index = [torch.tensor([self.slot_of(s, self.teachers) for s in bank.specs], device=self.device)
+                           for bank in banks]
+
+    def first_states(self, x: torch.Tensor):
+        """``first(k, params) -> (h0, saved)``: each student's embedding of its slot's tokens (saved: what
+        :func:`~resflow.training.kernels.embed_backward` needs)."""
+        inputs = self.inputs(x, self.dtype)
+
+        def first(k: int, params: torch.Tensor):
+            h0, r, codes = embed_forward(inputs[self.slot_index[k]], self.banks[k].embed(params))
+            return h0, (h0, r, codes)
+
+        return first
+
+    def loss(self, k: int, final: torch.Tensor, targets: dict, head: torch.Tensor, grad_head: torch.Tensor,
+             with_grad: bool):
+        """Per-student cross-entropy of bank ``k``'s learned head on its slot's labels, and its gradients."""
+        return ce_head(final, head, targets["labels"][self.slot_index[k]], grad_head if with_grad else None,
+                       with_grad)
+
+    def states_inputs(self, x: torch.Tensor) -> torch.Tensor:
+        return x  # already every slot's sentences
+
+    def flops(self, batch: int) -> float:
+        return 0.0  # labels by parsing: no teacher forward
 
     def __call__(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.outputs(self.final_states(tokens))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET", "METRIC_BATCH", "METRIC_SEED"]
+__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET", "METRIC_BATCH", "METRIC_SEED", "metric_inputs"]
 
 EVAL_SEED_OFFSET = 0x5EED
 METRIC_BATCH = 1024  # fixed inputs the hidden-state metrics of trained students are measured on
@@ -57,3 +57,10 @@ class ReplicateStreams:
     def load(self, state: list[dict[str, torch.Tensor]]) -> None:
         for stream, saved in zip(self.streams, state, strict=True):
             stream.load(saved)
+
+
+def metric_inputs(width: int, dtype: torch.dtype, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The fixed inputs every trained student is measured on: ``METRIC_BATCH`` Gaussian inputs of ``width``,
+    drawn on the CPU from ``METRIC_SEED`` (or from ``generator``, to go on drawing from it after them)."""
+    generator = generator or torch.Generator().manual_seed(METRIC_SEED)
+    return torch.randn((METRIC_BATCH, width), generator=generator, dtype=dtype)

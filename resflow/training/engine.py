@@ -40,15 +40,13 @@ from collections.abc import Hashable, Iterator, Mapping
 import numpy as np
 import torch
 
-from ..dynamics.fields import rmsnorm
 from ..errors import IncompatibleOptionsError
 from .bank import StudentBank
 from .block import StudentSpec
-from .classes import ClassTargets
+from .classes import ClassTargets, HierarchyTarget
 from .config import TrainConfig, lr_multiplier, shared_schedule, student_lr
-from .data import ReplicateStreams
 from .graphs import StepGraphs, tf32_matmuls
-from .kernels import bank_backward, bank_forward, ce_head, embed_backward, embed_forward, kl_head, mse_head
+from .kernels import bank_backward, bank_forward, embed_backward
 from .state import CHECKPOINT_NAME, TrainState
 from .targets import Targets, check_run
 from .teacher import Teacher
@@ -82,11 +80,12 @@ class Trainer:
         self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
         self.temperatures = sorted(set(config.temperatures))
         self.replicates = sorted({s.replicate for s in specs})
-        self.classes = config.loss == "ce"  # students of tokens and labels (RHM targets), not of a teacher's outputs
-        self.targets = (ClassTargets(teachers, specs, self.replicates, self.device) if self.classes
+        # the target kind: class grammars (students of tokens and labels) or flow teachers (module targets)
+        grammars = isinstance(any_teacher, HierarchyTarget)
+        self.targets = (ClassTargets(teachers, specs, self.replicates, self.device) if grammars
                         else Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl",
                                      self.dtype, self.device))
-        inputs = self.targets.in_dim if self.classes else 0
+        inputs = self.targets.in_dim
         # a bank per scheme, student structure (plain, or K weight groups), budget and training length
         def key(s: StudentSpec) -> tuple:
             return s.scheme, s.weight_groups, -s.budget, -s.length
@@ -105,21 +104,11 @@ class Trainer:
                    for bank in self.banks]
         self.grads = [torch.zeros(bank.size, dtype=self.dtype, device=self.device) for bank in self.banks]
         self.work = [torch.empty_like(g) for g in self.grads]
-        self.slot_index = [torch.tensor([self.targets.slot_of(s, teachers) for s in b.specs], device=self.device)
-                           for b in self.banks]
-        self.replicate_index = [torch.tensor([self.replicates.index(s.replicate) for s in b.specs], device=self.device)
-                                for b in self.banks]
-        if config.loss == "kl":
-            self.temp_index = [torch.tensor([self.temperatures.index(s.temperature) for s in b.specs],
-                                            device=self.device) for b in self.banks]
-            # a learned head is trained at T = 1; the teacher's shared head is read at the teacher's T
-            self.head_temperature = [torch.tensor([1.0 if config.head == "learned" else s.temperature
-                                                   for s in b.specs], dtype=self.dtype, device=self.device)
-                                     for b in self.banks]
+        self.targets.bind(self.banks, config)
         self._views: dict[tuple, tuple] = {}
         # CUDA graphs replay a capturable rule's update (Adam's); others (SOAP's) run eagerly
         self.graphs = (StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs
-                       and all(rule.capturable for rule in self.rules) and not self.classes else None)
+                       and all(rule.capturable for rule in self.rules) and self.targets.capturable else None)
 
     def _forks(self, config: TrainConfig) -> tuple[list[int | None], list[int]]:
         """For each bank, the longer bank it is forked from (None: trained from the start) and its first step."""
@@ -166,8 +155,7 @@ class Trainer:
         n = len(self.order)
         optimiser = [{name: torch.zeros(size, dtype=self.dtype, device=self.device)
                       for name, size in rule.buffers.items()} for rule in self.rules]
-        data = (self.targets.streams(seed) if self.classes
-                else ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device))
+        data = self.targets.streams(seed)
         return TrainState(step=0, params=params, optimiser=optimiser, data=data,
                           failed=torch.zeros(n, dtype=torch.bool), reasons=[""] * n)
 
@@ -194,19 +182,9 @@ class Trainer:
         return self._views[key]
 
     def _bank_loss(self, k: int, final: torch.Tensor, targets: dict, params: torch.Tensor, with_grad: bool):
-        """Per-student loss of bank ``k`` and its gradient with respect to the final states."""
-        slot = self.slot_index[k]
-        if self.config.loss == "mse":
-            return mse_head(final, targets["final"][slot], with_grad)
-        if self.classes:
-            g_head = self._layers(k, self.grads[k])[1] if with_grad else None
-            return ce_head(final, self._layers(k, params)[1], targets["labels"][slot], g_head, with_grad)
-        logp = targets["logp"][slot, self.temp_index[k]]
-        _, head = self._layers(k, params)
-        if self.config.head == "shared":
-            head = targets["heads"][slot]
-        g_head = self._layers(k, self.grads[k])[1] if self.config.head == "learned" else None
-        return kl_head(final, head, logp, self.head_temperature[k], g_head, with_grad)
+        """Per-student loss of bank ``k`` and its gradient with respect to the final states (the target kind's)."""
+        return self.targets.loss(k, final, targets, self._layers(k, params)[1], self._layers(k, self.grads[k])[1],
+                                 with_grad)
 
     def next_batch(self, state: TrainState) -> tuple[torch.Tensor, torch.Tensor]:
         """The next training batch (R, B, d) -- one per replicate -- and its slots' teacher final states.
@@ -242,19 +220,10 @@ class Trainer:
         return losses
 
     def _first_states(self, x: torch.Tensor):
-        """``first(k, params) -> (h0, saved)``: bank ``k``'s first states on the batch ``x`` -- ``rmsnorm(x)`` of
-        each student's replicate (saved None), or for students of tokens their embedding of their slot's
-        inputs (saved: what :func:`~resflow.training.kernels.embed_backward` needs)."""
-        if not self.classes:
-            h0 = rmsnorm(x)
-            return lambda k, params: (h0[self.replicate_index[k]], None)
-        inputs = self.targets.inputs(x, self.dtype)
-
-        def first(k: int, params: torch.Tensor):
-            h0, r, codes = embed_forward(inputs[self.slot_index[k]], self.banks[k].embed(params))
-            return h0, (h0, r, codes)
-
-        return first
+        """``first(k, params) -> (h0, saved)``: bank ``k``'s first states on the batch ``x`` (the target kind's:
+        ``rmsnorm(x)`` of each student's replicate, saved None; or for students of tokens their embedding of their
+        slot's inputs, saved: what :func:`~resflow.training.kernels.embed_backward` needs)."""
+        return self.targets.first_states(x)
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
         """One optimiser step of every student still training, on the batches ``x`` (R, B, d); returns the
@@ -361,7 +330,7 @@ class Trainer:
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
         """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d);
         students of tokens on their slot's sentences of ``x`` (n_slots, B, P) (:mod:`resflow.training.hidden`)."""
-        first = self._first_states(x if self.classes else x.unsqueeze(0).expand(len(self.replicates), *x.shape))
+        first = self._first_states(self.targets.states_inputs(x))
         for k, bank in enumerate(self.banks):
             source = self._source(state, k)
             _, _, states = bank_forward(first(k, state.params[source])[0], self._layers(k, state.params[source])[0],
@@ -372,9 +341,7 @@ class Trainer:
     def flops_per_step(self, batch: int) -> float:
         """Analytic FLOPs of one training step of the whole run: every student's forward and backward,
         every teacher slot's forward."""
-        slots = 0.0 if self.classes else sum(4.0 * batch * t.width * t.config.hidden * t.depth
-                                             for t in (self.targets.teachers[k] for k in self.targets.labels))
-        return sum(bank.flops_per_step(batch) for bank in self.banks) + slots
+        return sum(bank.flops_per_step(batch) for bank in self.banks) + self.targets.flops(batch)
 
     def precision(self) -> contextlib.AbstractContextManager:
         """TF32 matmuls for the duration of the block when ``train.tf32`` is set on a GPU; restored after."""

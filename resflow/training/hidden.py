@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .data import METRIC_BATCH, METRIC_SEED
+from .data import METRIC_BATCH, METRIC_SEED, metric_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Trainer
@@ -25,20 +25,12 @@ StateMetrics = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 :func:`resflow.analysis.token_metrics` or :func:`resflow.analysis.state_signature`."""
 
 
-def metric_inputs(width: int, dtype: torch.dtype, generator: torch.Generator | None = None) -> torch.Tensor:
-    """The fixed inputs every trained student is measured on: ``METRIC_BATCH`` Gaussian inputs of ``width``,
-    drawn on the CPU from ``METRIC_SEED`` (or from ``generator``, to go on drawing from it after them)."""
-    generator = generator or torch.Generator().manual_seed(METRIC_SEED)
-    return torch.randn((METRIC_BATCH, width), generator=generator, dtype=dtype)
-
-
 def hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) -> dict[str, np.ndarray]:
     """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to ``max_depth + 1``;
     a metric with one value per student (0-d) is kept as ``(n_students,)``."""
     max_depth = max(s.depth for s in trainer.order)
-    # students of tokens: their grammars' fixed sentences (:func:`resflow.training.classes.fixed_sentences`)
-    x = trainer.targets.fixed_inputs() if trainer.classes else metric_inputs(trainer.width, trainer.dtype)
-    x = x.to(trainer.device)
+    # the target kind's: Gaussian inputs (:func:`metric_inputs`), or its grammars' fixed sentences
+    x = trainer.targets.fixed_inputs().to(trainer.device)
     per_student: dict[int, dict[str, np.ndarray]] = {}
     for i, states in trainer.hidden_states(state, x):
         values = metrics(states) if states.shape[0] >= 3 else {}

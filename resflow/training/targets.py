@@ -10,6 +10,15 @@ one pass of layer calls.  Other teachers are evaluated slot by slot through
 Teachers are given as a mapping from a key to a :class:`~resflow.training.Teacher`; a student's
 teacher is ``teachers[(spec.target, spec.replicate)]`` when that key exists (one teacher per
 replicate, as experiments build them), else ``teachers[spec.target]`` (one teacher for all).
+
+:class:`Targets` is one of the engine's two **target kinds** (the other:
+:class:`~resflow.training.classes.ClassTargets`, class grammars).  A kind owns what differs between them, and
+the engine (:class:`~resflow.training.engine.Trainer`) asks it instead of branching: ``in_dim`` (the students'
+input embedding, 0: none), ``bind(banks, config)`` (each bank's slots), ``streams(seed)`` (the data),
+``final_states``/``outputs`` (the targets of a batch), ``first_states(x)`` (the students' first states),
+``loss(k, final, targets, head, grad_head, with_grad)``, ``fixed_inputs()`` (what trained students are
+measured on), ``states_inputs(x)``, ``flops(batch)`` and ``capturable`` (whether a step may be replayed as a
+CUDA graph).
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from .block import StudentSpec
 from .config import TrainConfig
-from .kernels import LayerParams, block_forward
+from .data import ReplicateStreams, metric_inputs
+from .kernels import LayerParams, block_forward, kl_head, mse_head
 from .teacher import Teacher
 
 __all__ = ["Targets", "teacher_key", "check_run"]
@@ -68,8 +78,14 @@ class Targets:
     """``targets.final_states(x)`` (x: (R, B, d), one batch per replicate) -> (n_slots, B, d);
     ``targets.outputs(finals)`` -> ``{"final"}`` and, for KL, ``"logp"`` (n_slots, n_temps, B, V), ``"heads"``."""
 
+    in_dim = 0  # students of vectors: no input embedding
+    capturable = True  # a step of its students may be replayed as a CUDA graph
+
     def __init__(self, teachers: Mapping[Hashable, Teacher], specs: list[StudentSpec], replicates: list[int],
                  temperatures: list[float], kl: bool, dtype: torch.dtype, device: torch.device) -> None:
+        self.replicates, self.dtype, self.device = list(replicates), dtype, device
+        self.width = next(iter(teachers.values())).width
+        self.temperature_list = list(temperatures)
         keys = {(teacher_key(s, teachers), s.replicate) for s in specs}
         self.slots = sorted(keys, key=lambda kr: (str(kr[0]), kr[1]))
         self.labels = [k for k, _ in self.slots]  # the teacher key of each slot
@@ -122,3 +138,50 @@ class Targets:
             out["logp"] = torch.log_softmax(logits[:, None] / self.temperatures[None, :, None, None], dim=-1)
             out["heads"] = self.heads
         return out
+
+    # ------------------------------------------------------------------ the target kind (module docstring)
+    def bind(self, banks: list, config: TrainConfig) -> None:
+        """Each bank's slots and replicates (and for KL its students' temperatures and head temperatures)."""
+        def per_bank(values, dtype=None) -> list[torch.Tensor]:
+            return [torch.tensor([values(s) for s in bank.specs], dtype=dtype, device=self.device) for bank in banks]
+
+        self.slot_index = per_bank(lambda s: self.slot_of(s, self.teachers))
+        self.bank_replicates = per_bank(lambda s: self.replicates.index(s.replicate))
+        self.head_mode = config.head
+        if self.kl:
+            self.temp_index = per_bank(lambda s: self.temperature_list.index(s.temperature))
+            # a learned head is trained at T = 1; the teacher's shared head is read at the teacher's T
+            self.head_temperature = per_bank(lambda s: 1.0 if config.head == "learned" else s.temperature, self.dtype)
+
+    def streams(self, seed: int) -> ReplicateStreams:
+        return ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device)
+
+    def first_states(self, x: torch.Tensor):
+        """``first(k, params) -> (h0, None)``: ``rmsnorm`` of the batch of each student's replicate."""
+        h0 = rmsnorm(x)
+        return lambda k, params: (h0[self.bank_replicates[k]], None)
+
+    def loss(self, k: int, final: torch.Tensor, targets: dict, head: torch.Tensor, grad_head: torch.Tensor,
+             with_grad: bool):
+        """Per-student loss of bank ``k`` and its gradient with respect to the final states (MSE on the teacher's
+        final state, or KL on its logits through a learned or the teacher's shared head)."""
+        slot = self.slot_index[k]
+        if not self.kl:
+            return mse_head(final, targets["final"][slot], with_grad)
+        logp = targets["logp"][slot, self.temp_index[k]]
+        if self.head_mode == "shared":
+            head = targets["heads"][slot]
+        return kl_head(final, head, logp, self.head_temperature[k], grad_head if self.head_mode == "learned" else None,
+                       with_grad)
+
+    def fixed_inputs(self) -> torch.Tensor:
+        """What trained students are measured on: :func:`~resflow.training.data.metric_inputs` (B, d)."""
+        return metric_inputs(self.width, self.dtype)
+
+    def states_inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """The batch of fixed inputs (B, d) as every replicate's (R, B, d)."""
+        return x.unsqueeze(0).expand(len(self.replicates), *x.shape)
+
+    def flops(self, batch: int) -> float:
+        """Analytic FLOPs of every slot's teacher forward on a batch."""
+        return sum(4.0 * batch * t.width * t.config.hidden * t.depth for t in (self.teachers[k] for k in self.labels))
