@@ -179,3 +179,15 @@ def test_demo_list_shows_whole_descriptions():
         first_paragraph = " ".join(function.__doc__.strip().split("\n\n")[0].split())
         assert f"{name} {first_paragraph}" in shown, name
     assert "(branch scale 1/depth)." in shown and shown.startswith("overview ")
+
+
+def test_every_preset_lists_its_keys_the_fields_of_other_optimisers_marked():
+    """``--list-keys`` on an Adam preset listed SOAP's fields by reading them from Adam's settings, and failed."""
+    from resflow.cli.names import keys_listing
+    from resflow.experiments import registered
+
+    for experiment in registered().values():
+        for preset, config in experiment.presets.items():
+            listing = keys_listing(config)
+            if "train.optimizer.name" in listing and config.train.optimizer.name == "adam":
+                assert "(not a field of this optimizer)" in listing, (experiment.name, preset)

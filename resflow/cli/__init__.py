@@ -37,7 +37,15 @@ except KeyboardInterrupt:  # Ctrl-C while the command line loads: one line and e
 __all__ = ["app", "main"]
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning on the command line is one line (``warning: ...``), not a source location and its code."""
+    return f"warning: {message}\n"
+
+
 def main() -> None:  # console-script entry point (pyproject.toml) and ``python -m resflow.cli``
+    import warnings
+
+    warnings.formatwarning = _one_line_warning  # e.g. a deprecated --set key: what to write instead
     try:
         app()  # builds the click commands (typer reads their annotations: help text, names), then runs one
     except KeyboardInterrupt:  # Ctrl-C while the commands are built; once one runs, resflow.cli.app handles it

@@ -46,12 +46,14 @@ def keys_listing(config) -> str:
         return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
     rows = []
+    missing = object()
     for key, kind in config.keys().items():
         value = config
         for part in key.split("."):
-            value = getattr(value, part)
-        rows.append((key, kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", ""),
-                     written(value) or "(empty)"))
+            value = getattr(value, part, missing)
+        shown = ("(not a field of this optimizer)" if value is missing  # another rule's: set optimizer.name first
+                 else written(value) or "(empty)")
+        rows.append((key, kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", ""), shown))
     width = max(len(k) for k, _, _ in rows)
     kinds = max(len(t) for _, t, _ in rows)
     return "\n".join(f"{k:{width}s}  {t:{kinds}s}  {v}" for k, t, v in rows)

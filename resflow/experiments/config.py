@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +24,7 @@ from ..dynamics.tableau import TABLEAUX
 from ..errors import ConfigError, UnknownNameError, did_you_mean
 from ..training.block import ROUTES, StudentSpec
 from ..training.classes import HierarchyTarget, HierarchyTargetConfig, one_shape
-from ..training.config import TrainConfig
+from ..training.config import LEGACY_OPTIMIZER_FIELDS, TrainConfig
 from ..training.optimizers import optimizer_field_types
 from ..training.teacher import Teacher, TeacherConfig
 
@@ -270,6 +271,19 @@ def config_keys() -> dict[str, Any]:
     return keys
 
 
+#: ``--set`` keys of resflow <= 0.4 -> their key now (still accepted, with a FutureWarning)
+LEGACY_KEYS = {"train.optimizer": "train.optimizer.name",
+               **{f"train.{old}": f"train.optimizer.{new}" for old, new in LEGACY_OPTIMIZER_FIELDS.items()}}
+
+
 def parse_assignment(item: str) -> tuple[str, Any]:
-    """``"train.steps=2000"`` -> ``("train.steps", 2000)``, typed by the declared field type."""
+    """``"train.steps=2000"`` -> ``("train.steps", 2000)``, typed by the declared field type.  A key of an earlier
+    version (:data:`LEGACY_KEYS`: ``train.optimizer=soap``, ``train.adam_beta1=0.95``) is read as its key now,
+    with a FutureWarning that names it."""
+    key, sep, raw = str(item).partition("=")
+    if sep and key.strip() in LEGACY_KEYS:
+        new = LEGACY_KEYS[key.strip()]
+        warnings.warn(f"--set {key.strip()}=... is deprecated since resflow 0.5; use --set {new}=...",
+                      FutureWarning, stacklevel=2)
+        item = f"{new}={raw}"
     return typed_assignment(item, config_keys())

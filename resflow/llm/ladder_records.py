@@ -22,7 +22,9 @@ from .ladder import PROBE_METRICS, TrainedLadder
 from .ladder_fit import ladder_fits, width_depth_fit
 
 __all__ = ["ladder_dataset", "ladder_rows", "ladder_depth_parts",
-           "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems"]
+           "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems", "KIND"]
+
+KIND = LM_LADDER.name  # the record kind's name (resflow.records.LM_LADDER; kept for resflow <= 0.4 imports)
 
 
 

@@ -9,8 +9,10 @@ declared (and listed by the command line) without it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,11 @@ from .._validate import check_choice, check_int, check_real, check_sequence
 from ..errors import ConfigError
 from .optimizers import Adam, OptimizerSettings, optimizer_settings
 
-__all__ = ["TrainConfig", "lr_multiplier", "student_lr", "shared_schedule"]
+__all__ = ["TrainConfig", "lr_multiplier", "student_lr", "shared_schedule", "LEGACY_OPTIMIZER_FIELDS"]
+
+# the flat optimiser fields of resflow <= 0.4 -> the optimiser settings' field; still accepted (deprecated)
+LEGACY_OPTIMIZER_FIELDS = {"adam_beta1": "beta1", "adam_beta2": "beta2", "adam_eps": "eps",
+                           "precondition_frequency": "precondition_frequency", "shampoo_beta": "shampoo_beta"}
 
 CLASSROOM_STEPS = 3000  # TrainConfig.classroom's run: about 6 s for eight small students on one core
 
@@ -186,6 +192,46 @@ class TrainConfig:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _legacy_optimizer(optimizer: Any, legacy: dict[str, Any]) -> OptimizerSettings:
+    """The optimiser settings of ``optimizer`` with the flat fields of resflow <= 0.4 folded in (a rule without
+    such a field ignores it, as those versions' Adam ignored SOAP's)."""
+    current = optimizer_settings(optimizer)
+    known = {f.name for f in dataclasses.fields(current)}
+    fields = {LEGACY_OPTIMIZER_FIELDS[k]: v for k, v in legacy.items() if LEGACY_OPTIMIZER_FIELDS[k] in known}
+    return optimizer_settings(current.items() | fields)
+
+
+def _accepting_legacy_fields(cls: type) -> type:
+    """``TrainConfig(adam_beta1=0.95, ...)`` and ``config.adam_beta1`` keep working, with a DeprecationWarning."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        legacy = {k: kwargs.pop(k) for k in list(kwargs) if k in LEGACY_OPTIMIZER_FIELDS}
+        if legacy:
+            warnings.warn(f"TrainConfig({', '.join(legacy)}=...) is deprecated since resflow 0.5: give the optimiser's "
+                          "own settings, e.g. optimizer=Soap(beta1=0.95, beta2=0.95) (resflow.training.optimizers).",
+                          DeprecationWarning, stacklevel=2)
+            kwargs["optimizer"] = _legacy_optimizer(kwargs.get("optimizer", "adam"), legacy)
+        init(self, *args, **kwargs)
+
+    def reader(old: str, new: str):
+        def get(self: Any) -> Any:
+            warnings.warn(f"TrainConfig.{old} is deprecated since resflow 0.5: read .optimizer.{new}.",
+                          DeprecationWarning, stacklevel=2)
+            default = {"precondition_frequency": 10, "shampoo_beta": 0.95}.get(new)  # what 0.4 held for Adam
+            return getattr(self.optimizer, new, default)
+        return property(get)
+
+    cls.__init__ = __init__
+    for old, new in LEGACY_OPTIMIZER_FIELDS.items():
+        setattr(cls, old, reader(old, new))
+    return cls
+
+
+TrainConfig = _accepting_legacy_fields(TrainConfig)
 
 
 def lr_multiplier(step: int, config: TrainConfig, total: int | None = None) -> float:

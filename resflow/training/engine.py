@@ -110,6 +110,15 @@ class Trainer:
         self.graphs = (StepGraphs(self) if self.device.type == "cuda" and config.cuda_graphs
                        and all(rule.capturable for rule in self.rules) and self.targets.capturable else None)
 
+    @property
+    def classes(self) -> bool:
+        """Deprecated since resflow 0.5: whether the students learn class grammars (ask ``self.targets``)."""
+        import warnings
+
+        warnings.warn("Trainer.classes is deprecated since resflow 0.5; the target kind is Trainer.targets.",
+                      DeprecationWarning, stacklevel=2)
+        return isinstance(self.targets, ClassTargets)
+
     def _forks(self, config: TrainConfig) -> tuple[list[int | None], list[int]]:
         """For each bank, the longer bank it is forked from (None: trained from the start) and its first step."""
         parents: list[int | None] = []

@@ -8,6 +8,8 @@ classifier its grammar's fixed sentences (:func:`resflow.training.classes.fixed_
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -17,7 +19,7 @@ from ..training.block import student_forward, student_logits
 from ..training.classes import fixed_sentences, one_hot_inputs
 from .measures import TrainedStudents
 
-__all__ = ["EarlyExit", "EARLY_EXIT", "EXIT_RULE_NOTE"]
+__all__ = ["EarlyExit", "EARLY_EXIT", "EXIT_RULE_NOTE", "student_exits"]
 
 EXIT_RULE_NOTE = {  # the record's attribute: which rule its exit metrics used
     "ce": f"confidence: first layer whose top class probability through the student's head >= {EXIT_CONFIDENCE}",
@@ -67,3 +69,11 @@ class EarlyExit:
 
 
 EARLY_EXIT = EarlyExit()
+
+
+def student_exits(result, teachers, dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Deprecated since resflow 0.5: ``EARLY_EXIT.measure(TrainedStudents.of_result(result, teachers, dtype))``."""
+    warnings.warn("student_exits is deprecated since resflow 0.5; use resflow.workflows.exits.EARLY_EXIT.measure("
+                  "TrainedStudents.of_result(...)).", DeprecationWarning, stacklevel=2)
+    students = TrainedStudents.of_result(result, teachers, dtype)
+    return {} if students is None else EARLY_EXIT.measure(students)

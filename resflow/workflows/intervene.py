@@ -9,6 +9,7 @@ schema for both); nothing is written until every model is done.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from .measures import TrainedStudents
 from .probe import TEACHER_PREFIX
 
 __all__ = ["InterventionRun", "intervene_teacher", "intervene_models", "StudentInterventions",
-           "STUDENT_INTERVENTIONS", "STUDY_PROMPT"]
+           "STUDENT_INTERVENTIONS", "STUDY_PROMPT", "student_interventions"]
 
 #: the study's Fig. 6 prompt, target and subject (after ROME)
 STUDY_PROMPT = ("The Space Needle is in downtown", " Seattle", "The Space Needle")
@@ -87,6 +88,15 @@ class StudentInterventions:
 
 
 STUDENT_INTERVENTIONS = StudentInterventions()
+
+
+def student_interventions(result, dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Deprecated since resflow 0.5: ``STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(result, teachers,
+    dtype))`` (the measure of :mod:`resflow.workflows.measures`)."""
+    warnings.warn("student_interventions is deprecated since resflow 0.5; use resflow.workflows.intervene."
+                  "STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(...)).", DeprecationWarning, stacklevel=2)
+    students = TrainedStudents.of_result(result, {}, dtype)
+    return {} if students is None else STUDENT_INTERVENTIONS.measure(students)
 
 
 def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], target: str = STUDY_PROMPT[1],

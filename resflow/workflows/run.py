@@ -40,7 +40,7 @@ from ..training.routes import train_routes
 from .exits import EARLY_EXIT, EXIT_RULE_NOTE
 from .intervene import STUDENT_INTERVENTIONS
 from .measures import TrainedStudents, register_measure, run_measures
-from .tracking import TEACHER_TRACKING
+from .tracking import TEACHER_TRACKING, teacher_tracking  # noqa: F401  (deprecated here: resflow <= 0.4 had it)
 
 __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "checkpoint_steps", "run_started",
            "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]

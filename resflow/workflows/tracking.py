@@ -8,6 +8,7 @@ Each student is compared with its teacher at matching times -- student layer ``l
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -17,7 +18,7 @@ from ..training.block import student_forward, student_layer_steps
 from ..training.targets import teacher_key
 from .measures import TrainedStudents
 
-__all__ = ["TeacherTracking", "TEACHER_TRACKING"]
+__all__ = ["TeacherTracking", "TEACHER_TRACKING", "teacher_tracking"]
 
 _PER_STUDENT = ("error_coherence", "error_linearity")
 
@@ -59,3 +60,12 @@ class TeacherTracking:
 
 
 TEACHER_TRACKING = TeacherTracking()
+
+
+def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.ndarray]:
+    """Deprecated since resflow 0.5 (it was ``resflow.workflows.run.teacher_tracking``):
+    ``TEACHER_TRACKING.measure(TrainedStudents.of_result(result, teachers, dtype))``."""
+    warnings.warn("teacher_tracking is deprecated since resflow 0.5; use resflow.workflows.tracking."
+                  "TEACHER_TRACKING.measure(TrainedStudents.of_result(...)).", DeprecationWarning, stacklevel=2)
+    students = TrainedStudents.of_result(result, teachers, dtype)
+    return {} if students is None else TEACHER_TRACKING.measure(students)

@@ -73,13 +73,15 @@ class Adam(OptimizerSettings):
 class Soap(OptimizerSettings):
     r"""SOAP (Vyas et al. 2024, arXiv:2409.11321): Adam on the gradient rotated into the eigenbases of Shampoo's
     Kronecker factors, recomputed every ``precondition_frequency`` steps; ``shampoo_beta`` is the factors'
-    decay.  Students of tokens are not laid out for it (their embeddings are not a layer's matrices)."""
+    decay.  Students of tokens are not laid out for it (their embeddings are not a layer's matrices).  The default
+    betas are Adam's (0.9, 0.999), as every SOAP run had before the rules were nested (the cpu recipe sets 0.95,
+    0.95; the reference implementation's defaults)."""
 
     name: ClassVar[str] = "soap"
     token_students: ClassVar[bool] = False
     per_matrix_reference: ClassVar[bool] = True
-    beta1: float = 0.95
-    beta2: float = 0.95
+    beta1: float = 0.9
+    beta2: float = 0.999
     eps: float = 1e-8
     shampoo_beta: float = 0.95
     precondition_frequency: int = 10
