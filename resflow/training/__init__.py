@@ -13,6 +13,8 @@ module              what it holds
 ``classes``         classification targets (``rhm:L``): grammars, token batches, labels by parsing
 ``data``            :class:`DataStream`: fresh training and evaluation inputs from seeded generators
 ``optimizers``      optimiser rules (``train.optimizer``): Adam, SOAP, and how to add one
+``optim``           deprecated: Adam's update moved to ``optimizers.adam``
+``soap``            deprecated: SOAP's update moved to ``optimizers.soap``
 ``state``           :class:`TrainState` and versioned checkpoints
 ``threads``         :class:`ThreadGovernor`: the torch thread count, from the cores the machine has free
 ``graphs``          CUDA graphs of the training step (GPU only)
