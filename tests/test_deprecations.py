@@ -28,7 +28,7 @@ def test_the_flat_optimiser_fields_build_and_read_the_optimiser():
 
 def test_the_old_set_keys_are_read_as_the_new_ones():
     base = resflow.preset("smooth-vs-rough", "quick")
-    with pytest.warns(FutureWarning, match="train.optimizer.name"):
+    with pytest.warns(FutureWarning, match="deprecated since resflow 0.5; use --set train.optimizer"):
         old = base.with_overrides(["train.optimizer=soap", "train.adam_beta1=0.95", "train.shampoo_beta=0.9"])
     new = base.with_overrides(["train.optimizer.name=soap", "train.optimizer.beta1=0.95",
                                "train.optimizer.shampoo_beta=0.9"])
