@@ -22,8 +22,7 @@ from .fits import FitSettings, SeriesFit
 __all__ = ["fits_to_dataset", "fits_from_dataset", "FIT_SCHEMA", "fit_problems"]
 
 # What a fit record must hold to be read back (the full schema: docs/design/store.md).
-FIT_SCHEMA = {"variables": tuple(p for p in FIT.requires if not p.startswith("dim ")),
-              "dims": tuple(p[len("dim "):] for p in FIT.requires if p.startswith("dim "))}
+FIT_SCHEMA = {"variables": FIT.variables, "dims": FIT.dims}
 
 
 def fit_problems(ds: xr.Dataset) -> list[str]:

@@ -34,6 +34,16 @@ class RecordKind:
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The variables every record of the kind has."""
+        return tuple(p for p in self.requires if not p.startswith("dim "))
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The dims every record of the kind has."""
+        return tuple(p[len("dim "):] for p in self.requires if p.startswith("dim "))
+
     def problems(self, ds) -> list[str]:
         """What ``ds`` lacks of :attr:`requires` (empty: nothing)."""
         out = []

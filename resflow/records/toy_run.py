@@ -46,8 +46,7 @@ DIMS = ("target", "scheme", "student_groups", "temperature", "depth", "replicate
 SERIES_DIMS = DIMS[:4]  # the dims that label one loss-vs-depth series
 START_DIMS = ("route", "init")  # how a student started: several per (series, depth, replicate) cell
 # What a record must hold to be read (older records lack student_groups and temperature: upgrade adds them).
-SCHEMA = {"variables": tuple(p for p in TOY_RUN.requires if not p.startswith("dim ")),
-          "dims": tuple(p[len("dim "):] for p in TOY_RUN.requires if p.startswith("dim "))}
+SCHEMA = {"variables": TOY_RUN.variables, "dims": TOY_RUN.dims}
 UNUSED = {"student_groups": 0, "temperature": math.nan, "route": "scratch", "init": 0}  # the size-1 coordinate of
 # a dim a run does not vary (and of a dim a record of an earlier version lacks)
 NO_TEMPERATURE = "NaN: an MSE run (no softmax, no temperature)"
