@@ -19,12 +19,11 @@ from typing import Any
 from .._validate import check_choice, check_int, check_real, check_sequence
 from ..errors import ConfigError
 from .optimizers import Adam, OptimizerSettings, optimizer_settings
+from .optimizers.builtin import LEGACY_OPTIMIZER_FIELDS
 
 __all__ = ["TrainConfig", "lr_multiplier", "student_lr", "shared_schedule", "LEGACY_OPTIMIZER_FIELDS"]
 
-# the flat optimiser fields of resflow <= 0.4 -> the optimiser settings' field; still accepted (deprecated)
-LEGACY_OPTIMIZER_FIELDS = {"adam_beta1": "beta1", "adam_beta2": "beta2", "adam_eps": "eps",
-                           "precondition_frequency": "precondition_frequency", "shampoo_beta": "shampoo_beta"}
+
 
 CLASSROOM_STEPS = 3000  # TrainConfig.classroom's run: about 6 s for eight small students on one core
 

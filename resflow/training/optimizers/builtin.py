@@ -23,9 +23,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..bank import StudentBank
     from .base import BankRule
 
-__all__ = ["Adam", "Soap"]
+__all__ = ["Adam", "Soap", "LEGACY_OPTIMIZER_FIELDS"]
 
-_LEGACY = {"adam_beta1": "beta1", "adam_beta2": "beta2", "adam_eps": "eps"}  # flat key -> field
+_LEGACY = {"adam_beta1": "beta1", "adam_beta2": "beta2", "adam_eps": "eps"}  # flat key -> field (Adam's, SOAP's)
+_SOAP_ONLY = ("precondition_frequency", "shampoo_beta")  # SOAP's flat keys, named as its fields
+#: every flat optimiser key of resflow <= 0.4 -> the settings' field (TrainConfig and ``--set`` still read them)
+LEGACY_OPTIMIZER_FIELDS = _LEGACY | {key: key for key in _SOAP_ONLY}
 
 
 def _check_moments(settings: Any) -> None:
@@ -63,7 +66,7 @@ class Adam(OptimizerSettings):
 
     @classmethod
     def from_train_keys(cls, data: dict[str, Any]) -> Adam:
-        for key in ("precondition_frequency", "shampoo_beta"):  # saved experiments of before held SOAP's fields
+        for key in _SOAP_ONLY:  # saved experiments of before held SOAP's fields
             data.pop(key, None)
         return cls(**{field: data.pop(key) for key, field in _LEGACY.items() if key in data})
 
@@ -109,10 +112,10 @@ class Soap(OptimizerSettings):
 
     def train_keys(self) -> dict[str, Any]:
         return ({"optimizer": self.name} | {key: getattr(self, field) for key, field in _LEGACY.items()}
-                | {"precondition_frequency": self.precondition_frequency, "shampoo_beta": self.shampoo_beta})
+                | {key: getattr(self, key) for key in _SOAP_ONLY})
 
     @classmethod
     def from_train_keys(cls, data: dict[str, Any]) -> Soap:
         fields = {field: data.pop(key) for key, field in _LEGACY.items() if key in data}
-        fields |= {key: data.pop(key) for key in ("precondition_frequency", "shampoo_beta") if key in data}
+        fields |= {key: data.pop(key) for key in _SOAP_ONLY if key in data}
         return cls(**fields)
