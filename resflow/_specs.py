@@ -1,7 +1,7 @@
 """The grammar of classification target specs (``"rhm:L"``, ``"rhm:L:v8:m4:c8:s2"``), below every subpackage.
 
 One parser, read by the training engine (:mod:`resflow.training.classes`, which builds the grammar) and
-by the analyses of its records (:mod:`resflow.analysis.hierarchy`), which know a target only by its spec.
+by the analyses of its records (:mod:`resflow.fitting.hierarchy`), which know a target only by its spec.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ line through :math:`(\log x, \log y)`; this module is that line, so they all sha
 * :func:`local_slopes` -- exponents between neighbouring points.
 
 The regression interval treats the points as independent with equal log-scale noise; the
-experiment fits (:mod:`resflow.analysis.fits`) use intervals over independent replicates instead,
+experiment fits (:mod:`resflow.fitting.fits`) use intervals over independent replicates instead,
 and say which in their ``ci_method``.
 """
 

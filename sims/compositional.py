@@ -41,9 +41,9 @@ def report(ds, record: str) -> str:
     import xarray as xr
 
     from resflow import laws
-    from resflow.analysis.fits import fit_dataset
-    from resflow.analysis.groups import one_structure, split_update_angles
+    from resflow.fitting.fits import fit_dataset
     from resflow.loglog import power_law_fit
+    from resflow.probing.groups import one_structure, split_update_angles
     from resflow.records import best_start
     ds = one_structure(ds)  # the plain students (group-structured ones: the group-students report)
     fits = {f.target: f for f in fit_dataset(ds)}

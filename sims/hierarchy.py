@@ -4,9 +4,9 @@ Targets ``rhm:2``, ``rhm:3``, ``rhm:4`` (hierarchy depth L_h; vocabulary 8, 8 cl
 binary rules: inputs of 4, 8, 16 tokens; each replicate its own grammar), residual students of
 depths 1-8 with a token embedding and a classification head, cross-entropy on fresh sentences
 (:mod:`resflow.training.classes`).  Measured: loss and accuracy against depth for each L_h, the depth
-at which the loss drops (:mod:`resflow.analysis.hierarchy`) against the threshold hypothesis
+at which the loss drops (:mod:`resflow.fitting.hierarchy`) against the threshold hypothesis
 (``resflow theory compositional-threshold``), and where each input's readout exits
-(:mod:`resflow.analysis.early_exit`).
+(:mod:`resflow.probing.early_exit`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def figure(ds, fits):
     import numpy as np
 
     from resflow._specs import is_class_target
-    from resflow.analysis.figure import InlineFigure
-    from resflow.analysis.hierarchy import DROP_FRACTION, hierarchy_table
+    from resflow.fitting.hierarchy import DROP_FRACTION, hierarchy_table
+    from resflow.presenting.figure import InlineFigure
     from resflow.records import best_start
 
     if not all(is_class_target(str(t)) for t in ds["target"].values):  # run with teachers: the usual figure
@@ -83,10 +83,10 @@ def report(ds, record: str) -> str:
     import numpy as np
 
     from resflow._specs import is_class_target
-    from resflow.analysis.fits import fit_dataset
-    from resflow.analysis.hierarchy import DROP_FRACTION, hierarchy_table
-    from resflow.analysis.intervals import over_replicates
-    from resflow.analysis.report import run_tables
+    from resflow.fitting.fits import fit_dataset
+    from resflow.fitting.hierarchy import DROP_FRACTION, hierarchy_table
+    from resflow.fitting.intervals import over_replicates
+    from resflow.presenting.report import run_tables
 
     if not all(is_class_target(str(t)) for t in ds["target"].values):  # run with teachers: the usual tables
         return run_tables(ds, record)

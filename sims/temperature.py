@@ -35,9 +35,9 @@ PRESETS = {
 
 def figure(ds, fits):
     from resflow.analysis import Mentions
-    from resflow.analysis.fits import exponent_over_training
-    from resflow.analysis.groups import one_structure
-    from resflow.analysis.plots import colors, new_figure, plot_loss_vs_depth
+    from resflow.fitting.fits import exponent_over_training
+    from resflow.presenting.plots import colors, new_figure, plot_loss_vs_depth
+    from resflow.probing.groups import one_structure
 
     fig, axes = new_figure(3, figsize=(16, 4.8))
     plot_loss_vs_depth(ds, fits, axes[0])

@@ -8,9 +8,9 @@ import pytest
 from scipy import stats
 
 from resflow.analysis import ROUTE_TOLERANCE, certify_depths, route_error, separations, tail_test
-from resflow.analysis.certification import slope_weights
-from resflow.analysis.extrapolation import TAIL_SLOWEST_GAMMA, TAIL_TOLERANCE
-from resflow.analysis.fits import fit_dataset
+from resflow.fitting.certification import slope_weights
+from resflow.fitting.extrapolation import TAIL_SLOWEST_GAMMA, TAIL_TOLERANCE
+from resflow.fitting.fits import fit_dataset
 from test_fitting import DEPTHS, LENGTHS4, certifiable, dataset, power, synthetic
 
 STEPS = np.array([1, 2, 4, 8]) * 3000.0  # four lengths, ratio 2

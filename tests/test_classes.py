@@ -1,5 +1,5 @@
 """Students of Random Hierarchy Model data in the engine (resflow.training.classes), early exit
-(resflow.analysis.early_exit) and the aliasing of structured students with as many groups as layers.
+(resflow.probing.early_exit) and the aliasing of structured students with as many groups as layers.
 
 The engine's cross-entropy gradients (head, layers, token embedding) are derived by hand; they are
 checked against autograd through the block's own definitions and with torch.autograd.gradcheck.
@@ -14,8 +14,8 @@ import torch
 
 import resflow
 from resflow import ConfigError, get_tableau
-from resflow.analysis.early_exit import exit_layers, exit_summary
 from resflow.experiments.config import ExperimentConfig
+from resflow.probing.early_exit import exit_layers, exit_summary
 from resflow.training import StudentSpec, student_forward, student_logits
 from resflow.training.classes import HierarchyTarget, HierarchyTargetConfig, one_hot_inputs
 from resflow.training.config import TrainConfig
@@ -203,7 +203,7 @@ def test_students_learn_the_grammar_far_above_chance_on_fresh_sentences(rhm_run)
 
 
 def test_the_hierarchy_report_and_figure_read_the_run(rhm_run):
-    from resflow.analysis.hierarchy import drop_depth
+    from resflow.fitting.hierarchy import drop_depth
     from resflow.workflows import report_run
 
     text = report_run(rhm_run.work_dir.parents[1], experiment="hierarchy")
@@ -341,7 +341,7 @@ def test_compare_shows_the_signatures_of_every_reading_side_by_side(rhm_run, tmp
     comparison = compare_stores([out], figure=tmp_path / "compare.png")
     rows = {r.name: r for r in comparison.signatures}
     assert set(rows) == {"hierarchy: rhm:2", "smooth-vs-rough: smooth (tied)", "smooth-vs-rough: 4 groups (grouped:4)",
-                         "teacher:grouped:4"}  # toy teachers by their reader's names (resflow.analysis.labels)
+                         "teacher:grouped:4"}  # toy teachers by their reader's names (resflow.labels)
     assert rows["hierarchy: rhm:2"].drop_depth >= 1 and np.isnan(rows["smooth-vs-rough: smooth (tied)"].drop_depth)
     assert np.isfinite(rows["smooth-vs-rough: 4 groups (grouped:4)"].angle_within)
     assert rows["teacher:grouped:4"].source == "probe" and np.isfinite(rows["teacher:grouped:4"].update_angle)
@@ -351,7 +351,7 @@ def test_compare_shows_the_signatures_of_every_reading_side_by_side(rhm_run, tmp
 def test_signatures_and_reports_of_runs_without_plain_students_or_without_grammars():
     import xarray as xr
 
-    from resflow.analysis.signatures import toy_signature_rows
+    from resflow.presenting.signatures import toy_signature_rows
     from resflow.sims.hierarchy import report
 
     with xr.open_dataset(Path(__file__).parent / "data" / "records-0.3.0" / "group-students.nc") as fixture:

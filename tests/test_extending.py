@@ -172,7 +172,7 @@ def test_a_measure_that_returns_what_it_does_not_label_is_refused(weight_norm):
 
 def _duplicate_profile(steps, h0, corrupt, readout):
     """Damage of running layer l twice (h_{l+1} = f_l(f_l(h_l))), layer by layer."""
-    from resflow.analysis.interventions import run_steps
+    from resflow.probing.interventions import run_steps
 
     readout = readout or (lambda h: h)
     clean = readout(run_steps(steps, h0))
@@ -185,7 +185,7 @@ def _duplicate_profile(steps, h0, corrupt, readout):
 
 @pytest.fixture
 def duplicate():
-    from resflow.analysis.interventions import (
+    from resflow.probing.interventions import (
         PROFILE_LABELS,
         STACK_INTERVENTIONS,
         StackIntervention,

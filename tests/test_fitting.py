@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from resflow import laws
-from resflow.analysis.fits import fit_dataset, fit_exponent, fit_offset
-from resflow.analysis.intervals import exponent_interval
-from resflow.analysis.law_fit import finite_teacher_factor, law_for_target
-from resflow.analysis.regimes import regime_predictions
+from resflow.fitting.fits import fit_dataset, fit_exponent, fit_offset
+from resflow.fitting.intervals import exponent_interval
+from resflow.fitting.law_fit import finite_teacher_factor, law_for_target
+from resflow.fitting.regimes import regime_predictions
 from resflow.records import build_dataset
 from resflow.training import TrainingResult
 from resflow.training.block import StudentSpec
@@ -173,7 +173,7 @@ def test_a_slow_fall_hidden_in_evaluation_noise_is_refused(rng):
 
 def test_loss_limit_cases():
     """The three cases on hand-made losses (shortest length first)."""
-    from resflow.analysis.extrapolation import loss_limit
+    from resflow.fitting.extrapolation import loss_limit
 
     decel = loss_limit([1.4, 1.2, 1.1])  # falls 0.2, 0.1: ratio 1/2, tail 0.1, limit 1.0
     assert decel.case == "decelerating" and decel.limit == pytest.approx(1.0) and decel.gain == pytest.approx(0.1 / 1.1)
@@ -305,7 +305,7 @@ def test_a_fit_record_gives_back_the_fit_it_stored(kwargs):
 def test_an_interval_wide_enough_for_both_laws_is_undecided():
     """[1.0, 4.8] for a midpoint block holds the ensemble law's 1 (within its tolerance) and the procedural
     4-5: it decides nothing, and is never called "ensemble"."""
-    from resflow.analysis.regimes import classify
+    from resflow.fitting.regimes import classify
 
     assert classify(1.0, 4.8, "midpoint", True) == "undecided"
     assert classify(0.9, 1.1, "midpoint", True) == "ensemble" and classify(3.9, 4.6, "midpoint", True) == "procedural"

@@ -117,8 +117,8 @@ def test_experiment_config_trains_each_structure_and_keeps_the_plain_dict():
 
 def test_runs_with_group_structured_students_have_a_student_groups_dimension_and_fits_per_structure():
     from resflow.analysis import fit_dataset, fits_from_dataset, fits_to_dataset
-    from resflow.analysis.fits import FitSettings
-    from resflow.analysis.probes import SIGNATURE_LABELS, state_signature
+    from resflow.fitting.fits import FitSettings
+    from resflow.probing.probes import SIGNATURE_LABELS, state_signature
     from resflow.records import build_dataset
 
     tt = teachers("grouped:2")
@@ -183,7 +183,7 @@ def test_group_signature_of_a_trained_group_structured_student_turns_only_at_bou
     """Shared weights within a group push successive layers the same way on every input: the angle
     within a group is near 0 (each copy sees a slightly different state), at a boundary it is not."""
     from resflow.analysis import group_signature
-    from resflow.analysis.probes import SIGNATURE_LABELS, state_signature
+    from resflow.probing.probes import SIGNATURE_LABELS, state_signature
     from resflow.records import build_dataset
 
     tt = teachers("grouped:4")

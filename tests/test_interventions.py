@@ -178,8 +178,8 @@ def probability(model, tokenizer):
 
 @pytest.mark.parametrize("family", ["gpt_neox", "llama"])
 def test_transformer_lesion_and_swap_are_the_model_without_or_with_reordered_layers(tiny_models, family):
-    from resflow.llm.hf_probe import load_hf
-    from resflow.llm.interventions import _layers, intervene_model
+    from resflow.llm.probes.hf_probe import load_hf
+    from resflow.llm.probes.interventions import _layers, intervene_model
 
     result = intervene_model(tiny_models[family], PROMPT, target=TARGET, subject=SUBJECT)
     model, tokenizer, _ = load_hf(tiny_models[family])
@@ -214,7 +214,7 @@ def _skip_output(model, tokenizer, layers, k, original):
 
 @pytest.mark.parametrize("family", ["gpt_neox", "llama", "bert"])
 def test_a_trace_restoring_the_corrupted_token_at_the_first_layer_recovers_the_clean_output(tiny_models, family):
-    from resflow.llm.interventions import intervene_model
+    from resflow.llm.probes.interventions import intervene_model
 
     result = intervene_model(tiny_models[family], PROMPT, target=TARGET, subject=SUBJECT, seed=3)
     (position,) = result.subject
@@ -227,7 +227,7 @@ def test_a_trace_restoring_the_corrupted_token_at_the_first_layer_recovers_the_c
 
 
 def test_bad_transformer_specs_get_one_clear_line(tiny_models):
-    from resflow.llm.interventions import intervene_model
+    from resflow.llm.probes.interventions import intervene_model
 
     with pytest.raises(ConfigError, match="subject 'Paris'"):
         intervene_model(tiny_models["gpt_neox"], PROMPT, target=TARGET, subject="Paris")
@@ -392,8 +392,8 @@ def test_trace_law_of_a_discretised_flow_is_exact_for_the_scalar_linear_field():
 
 
 def test_a_model_without_residual_layers_resflow_knows_is_refused_by_name(tiny_models, monkeypatch):
-    import resflow.llm.interventions as hf
-    from resflow.llm.interventions import intervene_model
+    import resflow.llm.probes.interventions as hf
+    from resflow.llm.probes.interventions import intervene_model
 
     monkeypatch.setattr(hf, "LAYERS", {})
     with pytest.raises(ConfigError, match="model type 'llama' has no residual layers"):

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from resflow import ConfigError
 from resflow.cli import app
-from resflow.llm.data import CHINCHILLA, load_scaling_table, parse_column_map
-from resflow.llm.scaling_fit import (
+from resflow.llm.table.data import CHINCHILLA, load_scaling_table, parse_column_map
+from resflow.llm.table.scaling_fit import (
     MIN_AGREE,
     PARAMS,
     STUDY_CUT,
@@ -266,7 +266,7 @@ def test_a_failed_fit_is_not_written_unless_kept_and_never_compared(tmp_path):
 
 
 def test_records_written_before_the_checks_are_judged_on_what_they_hold():
-    from resflow.llm.comparison import fit_failure
+    from resflow.llm.table.comparison import fit_failure
 
     lone = fit_scaling_law(synthetic_table(), ScalingFitSettings(n_starts=1))
     old = fit_dataset_record(lone)

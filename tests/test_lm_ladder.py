@@ -23,18 +23,18 @@ from typer.testing import CliRunner  # noqa: E402
 
 from resflow import ConfigError  # noqa: E402
 from resflow.cli import app  # noqa: E402
-from resflow.llm.corpus import VALIDATION_EVERY, CorpusSource, fetch_corpus, read_corpus  # noqa: E402
-from resflow.llm.ladder import LadderConfig, measure_model  # noqa: E402
-from resflow.llm.ladder_fit import ladder_fits  # noqa: E402
-from resflow.llm.ladder_records import ladder_problems  # noqa: E402
-from resflow.llm.lm import (  # noqa: E402
+from resflow.llm.ladder.corpus import VALIDATION_EVERY, CorpusSource, fetch_corpus, read_corpus  # noqa: E402
+from resflow.llm.ladder.fit import ladder_fits  # noqa: E402
+from resflow.llm.ladder.model import (  # noqa: E402
     build_model,
     encode_documents,
     residual_stream,
     tokenizer_sha256,
     train_tokenizer,
 )
-from resflow.llm.lm_training import (  # noqa: E402
+from resflow.llm.ladder.records import ladder_problems  # noqa: E402
+from resflow.llm.ladder.train import LadderConfig, measure_model  # noqa: E402
+from resflow.llm.ladder.training import (  # noqa: E402
     LMRecipe,
     fork_step,
     lr_factor,
@@ -163,8 +163,8 @@ def test_the_residual_stream_is_the_layer_by_layer_recomputation(tokenizer):
 
 
 def test_probe_hf_on_a_saved_ladder_model_sees_the_residual_stream(tokenizer, tmp_path):
-    from resflow.analysis.probes import probe_states
     from resflow.llm import probe_hf
+    from resflow.probing.probes import probe_states
 
     model = build_model(vocab_size=len(tokenizer), width=64, depth=4, context=64, seed=1).eval()
     model.save_pretrained(tmp_path / "m")
@@ -396,7 +396,7 @@ def test_the_command_runs_a_ladder_and_refuses_bad_settings(corpus_dir, tmp_path
 def test_the_width_depth_fit_recovers_planted_exponents_and_refuses_two_widths():
     import xarray as xr
 
-    from resflow.llm.ladder_fit import width_depth_fit
+    from resflow.llm.ladder.fit import width_depth_fit
 
     widths, depths, seeds = np.array([64, 128, 256]), np.array([1, 2, 3, 4, 6, 8]), 4
     rng = np.random.default_rng(1)

@@ -11,8 +11,9 @@ import torch
 from typer.testing import CliRunner
 
 from resflow import ConfigError, ShapeError
-from resflow.analysis.metrics import token_metrics
-from resflow.analysis.probes import (
+from resflow.cli import app
+from resflow.probing.metrics import token_metrics
+from resflow.probing.probes import (
     QUANTILES,
     ProbeAccumulator,
     angle_early_stop_fraction,
@@ -20,7 +21,6 @@ from resflow.analysis.probes import (
     probe_states,
     step_size_slope,
 )
-from resflow.cli import app
 from resflow.workflows import probe_teacher
 
 transformers = pytest.importorskip("transformers", reason="the llm extra (transformers) is not installed")
@@ -151,7 +151,7 @@ def tiny_model_dir(tmp_path: Path, family: str) -> Path:
 
 @pytest.mark.parametrize("family", ["gpt_neox", "opt", "llama", "qwen2", "bert"])
 def test_tiny_random_models_of_each_family(family, tmp_path):
-    from resflow.llm.hf_probe import probe_hf, read_texts
+    from resflow.llm.probes.hf_probe import probe_hf, read_texts
 
     result = probe_hf(tiny_model_dir(tmp_path, family), read_texts(TEXTS), max_tokens=300)
     assert result.n_layers == 4 and 0 < result.n_tokens <= 300
@@ -207,7 +207,7 @@ def test_probe_bad_input(args, message, tmp_path):
 
 
 def test_empty_text_file_and_missing_texts(tmp_path):
-    from resflow.llm.hf_probe import read_texts
+    from resflow.llm.probes.hf_probe import read_texts
 
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
@@ -218,7 +218,7 @@ def test_empty_text_file_and_missing_texts(tmp_path):
 
 
 def test_a_directory_that_is_not_a_model(tmp_path):
-    from resflow.llm.hf_probe import probe_hf
+    from resflow.llm.probes.hf_probe import probe_hf
 
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(ConfigError, match="cannot load"):

@@ -10,9 +10,9 @@ import xarray as xr
 
 import resflow
 from resflow.analysis import PROFILE_LABELS
-from resflow.analysis.early_exit import EXIT_LABELS
-from resflow.analysis.signatures import GROUP_LABELS
 from resflow.errors import ConfigError, IncompatibleOptionsError
+from resflow.presenting.signatures import GROUP_LABELS
+from resflow.probing.early_exit import EXIT_LABELS
 from resflow.records import DIMS, checked_run, load_run, merge_runs, run_problems, upgrade_run
 from resflow.store import Store
 

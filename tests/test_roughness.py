@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from resflow import laws
-from resflow.analysis.fits import fit_dataset
-from resflow.analysis.roughness import crossover_depths, roughness_amplitudes, roughness_predictions, roughness_report
+from resflow.fitting.fits import fit_dataset
+from resflow.fitting.roughness import crossover_depths, roughness_amplitudes, roughness_predictions, roughness_report
 from test_fitting import dataset, synthetic
 
 L_T, A_R, A_S, ALPHA_S = 32.0, 4e-3, 0.2, 3.0

@@ -14,8 +14,8 @@ from resflow import (
     fgn_autocovariance,
     rmsnorm,
 )
-from resflow.analysis.metrics import update_angles
 from resflow.dynamics.fields import mlp_init_std
+from resflow.probing.metrics import update_angles
 
 Z = 5.0  # standard errors allowed in statistical checks (false alarm ~6e-7 per check)
 SMALL = {"width": 16, "depth": 32}

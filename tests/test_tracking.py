@@ -8,8 +8,8 @@ import torch
 import xarray as xr
 
 from resflow import Teacher
-from resflow.analysis.tracking import tracking_metrics
 from resflow.errors import ShapeError
+from resflow.probing.tracking import tracking_metrics
 
 
 def _teacher_states(depth=8, width=6, n=200, seed=0, family="tied"):

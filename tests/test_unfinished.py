@@ -114,7 +114,7 @@ def test_report_of_a_store_with_records_names_its_unfinished_runs_on_stderr(tiny
 
 def test_an_unfinished_ladder_says_how_many_models_it_trained(tmp_path):
     """A language-model ladder is listed too: its progress is its models with a result."""
-    from resflow.llm.ladder import model_name
+    from resflow.llm.ladder.train import model_name
 
     config = preset("lm-ladder", "tiny")
     run_dir = Store.open(tmp_path, create=True).work_dir("lm-ladder")

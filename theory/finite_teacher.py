@@ -33,7 +33,7 @@ order).
 
 **The finite-teacher factor.**  Each law is :math:`A\,\ell^{-\alpha_\infty}\,F(\ell, L_T)` with
 :math:`F \to 1` as :math:`L_T \to \infty`: :math:`F = 1 - \ell/L_T` (ensemble) and
-:math:`(1 - \ell/L_T)^2` (procedural, Euler).  The law-aware fit of :mod:`resflow.analysis.fits`
+:math:`(1 - \ell/L_T)^2` (procedural, Euler).  The law-aware fit of :mod:`resflow.fitting.fits`
 divides the measured loss by :math:`F` and fits the exponent of what remains.
 
 Assumptions: the student's per-layer field is the teacher's block field (it does not learn the
@@ -147,7 +147,7 @@ def derive_procedural_modified() -> Derivation:
     To leading order its local error is the rest, a share :math:`\varepsilon \le 1` of the Euler
     student's (:math:`\varepsilon = 1`: the Euler student). The layers' errors, carried to the output,
     add with a coherence :math:`C(\ell) = \mathbb E\|\sum_l p_l\|^2 / \sum_l \mathbb E\|p_l\|^2
-    \propto \ell^{c}` (:mod:`resflow.analysis.tracking`; :math:`c = 1` coherent, :math:`c = 0`
+    \propto \ell^{c}` (:mod:`resflow.probing.tracking`; :math:`c = 1` coherent, :math:`c = 0`
     incoherent), so the loss is :math:`C\,\ell\,\varepsilon\,\|e_\ell\|^2`.
     """
     s = T / L_T
@@ -168,7 +168,7 @@ def derive_procedural_modified() -> Derivation:
         "L_T. The finite-teacher factor stays (1 - l/L_T)^2 as long as epsilon and c do not depend on l: a share "
         "epsilon(l) ~ l^eta shifts the exponent by -eta, and a student whose layers cancel each other's second-order "
         "error (a higher-order scheme across layers) leaves a third-order error with another discrete sum, where "
-        "this factor no longer applies. Both are measured: resflow.analysis.tracking.",
+        "this factor no longer applies. Both are measured: resflow.probing.tracking.",
         REFERENCES,
         steps=(("the Euler student's local error per layer, in units of f'f", sp.Eq(sp.Symbol("e_l"), local)),
                ("loss = coherence x layers x share left x (Euler local error)^2", sp.Eq(sp.Symbol("loss"), derived)),

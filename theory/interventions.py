@@ -2,7 +2,7 @@ r"""Interventions across depth: what lesioning or swapping one layer does, read 
 
 A residual stack :math:`h_{k+1} = h_k + \Delta_k(h_k)`, :math:`k = 0..\ell-1`.  The *damage* of an
 intervention is the mean square change of the output, :math:`D = \mathbb E\,|y' - y|^2` per
-coordinate (``resflow.analysis.interventions`` measures exactly this).
+coordinate (``resflow.probing.interventions`` measures exactly this).
 
 **Ensemble regime** (the noisy ensemble): the updates do not read the stream, :math:`\Delta_k = u_k/\ell`
 with :math:`u_k = m + \sigma z_k`, :math:`z` unit variance and equicorrelated :math:`\rho`; the output is

@@ -1,45 +1,38 @@
-"""Analysis: what a run, a probe or a model says about how depth is used.
+"""Analysis: what a run, a probe or a model says about how depth is used -- the public names of three rooms.
 
 =================  ==========================================================================
-module             what it holds
+room               what it holds
 =================  ==========================================================================
-``metrics``        hidden-state metrics (angles, norms, progress): one definition for every model
-``probes``         streaming aggregation of the metrics over tokens, early stopping, probe records
-``groups``         update angles within a functional group of layers and across its boundaries
-``early_exit``     where each input's readout exits along depth: confidence and settled rules
-``hierarchy``      students of Random Hierarchy Model data: losses, accuracies, the depth at which the loss drops
-``signatures``     the three readings side by side: angles, early stop, early exit, groups, drop depth
-``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
-``fits``           depth exponents of a run from every depth's best loss over routes: plain, law-aware,
-                   offset, asymptotic; verdicts v3 and v2; the regime
-``certification``  verdict v3: a depth is certified when its training routes agree and every tail passes
-``separation``     the first answer: tied minus independent exponents, paired, and whether they separate
-``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)
-``law_fit``        the finite-teacher factor of the law-aware fit
-``verdict``        the convergence verdict (v2): the exponent's drift and every depth's remaining gain
-``extrapolation``  the loss along training lengths: its limit, the remaining gain, the asymptotic exponent;
-                   the tail test of verdict v3
-``tracking``       a student against its teacher along depth: local errors and how coherently they add
-``fit_records``    fits as ``fit`` store records and back
-``regimes``        the regime an exponent is consistent with (from the derived laws)
-``roughness``      the roughness law's predictions for a run of correlated/fractional teachers
-``compare``        theory, toy and LLM exponents side by side
-``report``         the Markdown tables of one toy run (what ``resflow report`` prints)
-``labels``         what a reader calls each teacher: "smooth (tied)" on first mention, "smooth" after
-``plots``          figures (``matplotlib.figure.Figure``, no pyplot state), their panels, provenance stamping
-``run_figure``     the standard figure of a run: the headline (separated or not), then four panels
-``figure``         the figure type: a ``Figure`` that shows itself inline in Jupyter (``_repr_png_``)
+``fitting``        depth exponents of a run, their intervals, verdicts v3 and v2, the separation of the
+                   readings, the laws' regimes, fit records (:mod:`resflow.fitting`)
+``probing``        hidden-state metrics and probes, functional groups, early exit, lesion/swap/trace,
+                   tracking a teacher along depth (:mod:`resflow.probing`)
+``presenting``     the run's tables and figure, the theory--toy--LLM comparison, signatures, plots
+                   (:mod:`resflow.presenting`)
 =================  ==========================================================================
 
-Works on tensors of hidden states and on labelled Datasets; it trains nothing and opens no store.
+``from resflow.analysis import fit_dataset`` is the way in; the rooms' modules are the place to read.
+The module paths of 0.4 (``resflow.analysis.fits``, ``resflow.analysis.plots``, ...) still import,
+with a FutureWarning naming the new path (:mod:`resflow._moved`).  What a reader calls each teacher
+is :mod:`resflow.labels`.
 """
 
-from .certification import ROUTE_TOLERANCE, DepthCertificate, certify_depths, route_error
-from .compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
-from .extrapolation import TAIL_TOLERANCE, TailTest, tail_test
-from .fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
-from .fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
-from .groups import (
+from ..fitting.certification import ROUTE_TOLERANCE, DepthCertificate, certify_depths, route_error
+from ..fitting.extrapolation import TAIL_TOLERANCE, TailTest, tail_test
+from ..fitting.fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
+from ..fitting.fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
+from ..fitting.intervals import ExponentInterval, exponent_interval
+from ..fitting.law_fit import finite_teacher_factor, law_for_target
+from ..fitting.regimes import classify, regime_predictions
+from ..fitting.roughness import roughness_predictions
+from ..fitting.separation import SEPARATION_MARGIN, Separation, separations
+from ..fitting.verdict import Verdict, convergence_verdict
+from ..labels import Mentions, series_label, teacher_label
+from ..presenting.compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
+from ..presenting.plots import colors, new_figure, plot_flow_demo, save_figure
+from ..presenting.report import run_tables
+from ..presenting.run_figure import headline, plot_experiment
+from ..probing.groups import (
     boundary_pairs,
     exponent_difference,
     group_signature,
@@ -47,8 +40,7 @@ from .groups import (
     split_update_angles,
     states_group_signature,
 )
-from .intervals import ExponentInterval, exponent_interval
-from .interventions import (
+from ..probing.interventions import (
     PROFILE_LABELS,
     InterventionProfile,
     InterventionRow,
@@ -61,11 +53,8 @@ from .interventions import (
     swap,
     trace,
 )
-from .labels import Mentions, series_label, teacher_label
-from .law_fit import finite_teacher_factor, law_for_target
-from .metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
-from .plots import colors, new_figure, plot_flow_demo, save_figure
-from .probes import (
+from ..probing.metrics import METRIC_LABELS, METRICS, angle, step_angles, token_metrics, update_angles
+from ..probing.probes import (
     SIGNATURE_LABELS,
     ProbeAccumulator,
     ProbeResult,
@@ -76,13 +65,7 @@ from .probes import (
     state_signature,
     step_size_slope,
 )
-from .regimes import classify, regime_predictions
-from .report import run_tables
-from .roughness import roughness_predictions
-from .run_figure import headline, plot_experiment
-from .separation import SEPARATION_MARGIN, Separation, separations
-from .tracking import TRACKING_LABELS, tracking_metrics
-from .verdict import Verdict, convergence_verdict
+from ..probing.tracking import TRACKING_LABELS, tracking_metrics
 
 __all__ = [
     "exponent_difference",

@@ -108,7 +108,7 @@ class ResidualStack(nn.Module):
 
     def layer_steps(self) -> list:
         """The layers as steps ``h -> next h`` (layer ``k``: one RK step of its field at time ``k * step``),
-        for :mod:`resflow.analysis.interventions`; applied in order they give :meth:`forward`."""
+        for :mod:`resflow.probing.interventions`; applied in order they give :meth:`forward`."""
         return [lambda h, k=k, f=f: rk_step(f, k * self.step_size, self.step_size, h, self.tableau)
                 for k, f in enumerate(self._step_fields)]
 

@@ -45,7 +45,7 @@ class ExperimentConfig:
     (a sweep cell is one replicate of a larger run: ``replicates=1, first_replicate=r``).  ``lengths``
     are training lengths as fractions of each student's steps: ``(0.25, 0.5, 1)`` adds copies of every
     student trained a quarter and half as long, which the convergence verdict compares and the
-    asymptotic estimate extrapolates (:mod:`resflow.analysis.verdict`); the copies are forked from
+    asymptotic estimate extrapolates (:mod:`resflow.fitting.verdict`); the copies are forked from
     the full-length students where their schedules coincide (:mod:`resflow.training.engine`).
     ``budgets`` spends the run's steps where the loss still falls: one share of ``train.steps`` in
     (0, 1] per depth (in the order of ``depths``), the steps a student of that depth trains for at

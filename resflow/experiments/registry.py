@@ -49,7 +49,7 @@ class Experiment:
         when the run starts.
     report : callable or None
         ``report(ds, record) -> str``: Markdown tables of one run (``resflow report``); None for the
-        tables every run has (:func:`resflow.analysis.report.run_tables`).
+        tables every run has (:func:`resflow.presenting.report.run_tables`).
     """
 
     name: str

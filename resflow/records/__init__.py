@@ -40,9 +40,11 @@ from .toy_run import (
     best_start,
     build_dataset,
     checked_run,
+    full_length,
     is_kl,
     load_run,
     merge_runs,
+    one_structure,
     run_problems,
     trained_cells,
     upgrade_run,
@@ -51,4 +53,5 @@ from .toy_run import (
 __all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT", "PROBE",
            "BENCH", "INTERVENTION", "LM_LADDER",
            "DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
-           "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells"]
+           "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells",
+           "full_length", "one_structure"]

@@ -60,22 +60,22 @@ TOY_RUN = RecordKind("toy-run", "a teacher-student run: every student's losses, 
                      "measures", "resflow.records.toy_run.build_dataset",
                      ("final_loss_batch", "failed", "test_loss", "dim target", "dim scheme", "dim depth",
                       "dim replicate", "dim length", "dim eval_batch"))
-FIT = RecordKind("fit", "the depth-exponent fits of one toy-run record", "resflow.analysis.fit_records.fits_to_dataset",
+FIT = RecordKind("fit", "the depth-exponent fits of one toy-run record", "resflow.fitting.fit_records.fits_to_dataset",
                  ("exponent", "ci_low", "ci_high", "converged", "dim series"))
 THEORY = RecordKind("theory", "a law evaluated from its derivation (reserved: laws are recomputed, not stored)",
                     "")
 LLM_DATA = RecordKind("llm-data", "a table of trained language models (the Chinchilla table or the user's)",
-                      "resflow.llm.data.table_dataset", ("dim model",))
+                      "resflow.llm.table.data.table_dataset", ("dim model",))
 LLM_FIT = RecordKind("llm-fit", "the law-aware depth-scaling fit of a table of language models",
-                     "resflow.llm.scaling_fit.fit_dataset_record")
+                     "resflow.llm.table.scaling_fit.fit_dataset_record")
 PROBE = RecordKind("probe", "hidden-state metrics of transformer models or teachers",
-                   "resflow.analysis.probes.probe_dataset")
+                   "resflow.probing.probes.probe_dataset")
 BENCH = RecordKind("bench", "the engine's benchmark on this machine", "resflow.workflows.bench.bench_dataset",
                    ("dim row",))
 INTERVENTION = RecordKind("intervention", "lesion, swap and trace profiles of one model or teacher",
-                          "resflow.analysis.interventions.intervention_dataset", ("dim layer",))
+                          "resflow.probing.interventions.intervention_dataset", ("dim layer",))
 LM_LADDER = RecordKind("lm-ladder", "the language-model ladder: every model's losses, probes and interventions",
-                       "resflow.llm.ladder_records.ladder_dataset",
+                       "resflow.llm.ladder.records.ladder_dataset",
                        ("val_loss", "val_loss_curve", "lesion", "swap", "update_angle", "early_stop_fraction"))
 
 RECORD_KINDS: dict[str, RecordKind] = {k.name: k for k in (TOY_RUN, FIT, THEORY, LLM_DATA, LLM_FIT, PROBE, BENCH,

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from ..store import RecordInfo, Store
 
 __all__ = ["DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
-           "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells"]
+           "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells", "full_length",
+           "one_structure"]
 
 DIMS = ("target", "scheme", "student_groups", "temperature", "depth", "replicate", "route", "init", "length")
 SERIES_DIMS = DIMS[:4]  # the dims that label one loss-vs-depth series
@@ -287,3 +288,21 @@ def merge_runs(store: Store, records: Sequence[str | RecordInfo]) -> xr.Dataset:
                                   compat="no_conflicts")
     merged.attrs["merged_records"] = json.dumps(names)
     return merged
+
+
+def full_length(ds: xr.Dataset) -> xr.Dataset:
+    """The students trained for the whole run (``length`` = its largest value)."""
+    return ds.sel(length=ds["length"].max())
+
+
+def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
+    """The students of one structure of a ``toy-run`` Dataset (``student_groups`` = ``groups``; 0: plain), the
+    dim dropped (and, for an MSE run, its unused ``temperature``).  For analyses defined for one structure
+    (the roughness law, the temperature figure, the compositional report); every route and init kept
+    (:func:`resflow.records.best_start` reduces them)."""
+    ds = upgrade_run(ds)
+    have = [int(g) for g in ds["student_groups"].values]
+    if groups not in have:
+        raise ConfigError(f"the run has no students of student_groups={groups}; it has {have}.")
+    one = ds.sel(student_groups=groups)
+    return one if is_kl(one) else one.isel(temperature=0)  # an MSE run: the unused temperature dim dropped too

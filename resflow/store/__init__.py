@@ -11,7 +11,7 @@ module         what it holds
 
 Depends on xarray and zarr only (no torch) and knows no record's variables: what each kind holds, how
 earlier versions are read and how records merge live with their writers (:mod:`resflow.records`,
-``resflow.analysis.fit_records``; ``docs/design/store.md``).
+``resflow.fitting.fit_records``; ``docs/design/store.md``).
 """
 
 from .store import (

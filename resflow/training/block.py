@@ -229,7 +229,7 @@ def student_forward(params: dict[str, torch.Tensor], x: torch.Tensor, tableau: B
 
 def student_steps(params: dict[str, torch.Tensor], tableau: ButcherTableau) -> list:
     """The student's layers as steps ``h -> next h`` (layer ``k``: :func:`student_block` with its weights), for
-    :mod:`resflow.analysis.interventions`; ``run_steps(student_steps(p, t), rmsnorm(x))`` is
+    :mod:`resflow.probing.interventions`; ``run_steps(student_steps(p, t), rmsnorm(x))`` is
     ``student_forward(p, x, t)``."""
     return [lambda h, k=k: student_block(h, params["W1"][k], params["b1"][k], params["W2"][k], tableau)
             for k in range(params["W1"].shape[0])]

@@ -4,9 +4,9 @@ Toy exponents are read from the ``fit`` records (the latest of each run), never 
 without one is listed in ``unfitted`` (``resflow fit STORE`` fits it).  An ``llm-fit`` record of a fit
 that failed its checks (stored with ``--keep-failed``) is listed in ``failed``, never shown as a result.
 An ``lm-ladder`` record (language models trained here) gives one row per width, its depth law fitted from the
-record (:func:`resflow.llm.ladder_records.ladder_fits`: deterministic, no fit record of its own), its depth
+record (:func:`resflow.llm.ladder.records.ladder_fits`: deterministic, no fit record of its own), its depth
 part for the figure and its deepest models' interventions.  Every toy run and ``probe`` record also gives
-signature rows (:mod:`resflow.analysis.signatures`): the three readings side by side.
+signature rows (:mod:`resflow.presenting.signatures`): the three readings side by side.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._specs import is_class_target
-from ..analysis.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
-from ..analysis.fit_records import fits_from_dataset
-from ..analysis.interventions import InterventionRow, intervention_rows
-from ..analysis.plots import save_figure
-from ..analysis.signatures import SignatureRow, probe_signature_rows, toy_signature_rows
 from ..errors import ConfigError
-from ..llm.comparison import depth_part, fit_failure, llm_row
-from ..llm.ladder_records import ladder_depth_parts, ladder_intervention_rows, ladder_rows
+from ..fitting.fit_records import fits_from_dataset
+from ..llm.ladder.records import ladder_depth_parts, ladder_intervention_rows, ladder_rows
+from ..llm.table.comparison import depth_part, fit_failure, llm_row
+from ..presenting.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
+from ..presenting.plots import save_figure
+from ..presenting.signatures import SignatureRow, probe_signature_rows, toy_signature_rows
+from ..probing.interventions import InterventionRow, intervention_rows
 from ..provenance import provenance
 from ..records.kinds import INTERVENTION, LLM_FIT, LM_LADDER, PROBE, TOY_RUN
 from ..store import Store

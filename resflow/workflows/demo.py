@@ -16,12 +16,12 @@ import torch
 import xarray as xr
 
 from .._atomic import atomic_write
-from ..analysis.metrics import update_angles
-from ..analysis.plots import plot_flow_demo, save_figure
 from ..dynamics.convergence import convergence_study
 from ..dynamics.fields import MLPField
 from ..dynamics.tableau import TABLEAUX
 from ..noise.ensemble import NoisyEnsemble
+from ..presenting.plots import plot_flow_demo, save_figure
+from ..probing.metrics import update_angles
 from ..provenance import provenance
 from ..store import Store
 from ..training.teacher import Teacher

@@ -1,4 +1,4 @@
-"""Early exit and accuracy of every trained student of a run, for its record (:mod:`resflow.analysis.early_exit`).
+"""Early exit and accuracy of every trained student of a run, for its record (:mod:`resflow.probing.early_exit`).
 
 Each student is read out at every layer through its own final readout -- its head for a classifier
 (``"confidence"`` rule), its normalised state for a regression student (``"settled"`` rule) -- on the
@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 import torch
 
-from ..analysis.early_exit import EXIT_CONFIDENCE, EXIT_LABELS, EXIT_SETTLED, exit_layers, exit_summary
 from ..dynamics.fields import rmsnorm
+from ..probing.early_exit import EXIT_CONFIDENCE, EXIT_LABELS, EXIT_SETTLED, exit_layers, exit_summary
 from ..training.block import student_forward, student_logits
 from ..training.classes import fixed_sentences, one_hot_inputs
 from .measures import TrainedStudents

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._validate import check_int
-from ..analysis.fit_records import fits_from_dataset
-from ..analysis.fits import FitSettings, fit_dataset
-from ..analysis.plots import save_figure
 from ..errors import ConfigError
 from ..experiments import registered
+from ..fitting.fit_records import fits_from_dataset
+from ..fitting.fits import FitSettings, fit_dataset
+from ..presenting.plots import save_figure
 from ..provenance import git_commit, package_version
 from ..records import load_run
 from ..records.kinds import TOY_RUN

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.fit_records import fits_from_dataset, fits_to_dataset
-from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
-from ..analysis.separation import Separation, separations
 from ..errors import ConfigError
+from ..fitting.fit_records import fits_from_dataset, fits_to_dataset
+from ..fitting.fits import FitSettings, SeriesFit, fit_dataset
+from ..fitting.separation import Separation, separations
 from ..provenance import provenance
 from ..records.kinds import FIT, TOY_RUN
 from ..store import Store
@@ -25,7 +25,7 @@ __all__ = ["RunFits", "fit_store", "latest_fit_records"]
 class RunFits:
     """The fits of one ``toy-run`` record, and the ``fit`` record that holds them; for a record this resflow
     cannot fit (foreign or damaged), ``skipped`` says why and ``fits`` is empty.  ``separations``: the tied minus
-    independent exponents of the fits (:mod:`resflow.analysis.separation`), the first answer of a smooth-vs-rough
+    independent exponents of the fits (:mod:`resflow.fitting.separation`), the first answer of a smooth-vs-rough
     run."""
 
     run: str

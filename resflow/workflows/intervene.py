@@ -18,10 +18,10 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ..analysis.interventions import PROFILE_LABELS, intervention_dataset, stack_profiles
-from ..analysis.plots import plot_interventions, save_figure
 from ..dynamics import rmsnorm
 from ..errors import ConfigError
+from ..presenting.plots import plot_interventions, save_figure
+from ..probing.interventions import PROFILE_LABELS, intervention_dataset, stack_profiles
 from ..provenance import provenance
 from ..records.kinds import INTERVENTION
 from ..store import Store
@@ -114,7 +114,7 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
         if name.startswith(TEACHER_PREFIX):
             ds = intervene_teacher(name[len(TEACHER_PREFIX):], n_inputs=n_inputs, seed=seed)
         else:
-            from ..llm.interventions import intervene_model
+            from ..llm.probes.interventions import intervene_model
 
             result = intervene_model(name, prompt, target=target, subject=subject, interventions=interventions,
                                      device=hf_device, seed=seed,

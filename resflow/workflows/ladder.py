@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._atomic import atomic_write
-from ..analysis.plots import save_figure
 from ..errors import ConfigError
-from ..llm.ladder import SPEED_ONLY, LadderConfig, check_device, train_ladder
-from ..llm.ladder_fit import LadderFit, ladder_fits
-from ..llm.ladder_records import ladder_dataset, ladder_tables, plot_ladder
-from ..llm.lm import require_llm
+from ..llm.ladder.fit import LadderFit, ladder_fits
+from ..llm.ladder.model import require_llm
+from ..llm.ladder.records import ladder_dataset, ladder_tables, plot_ladder
+from ..llm.ladder.train import SPEED_ONLY, LadderConfig, check_device, train_ladder
+from ..presenting.plots import save_figure
 from ..provenance import provenance
 from ..records.kinds import LM_LADDER
 from ..store import Store, run_lock

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FitFailedError
-from ..llm.data import CHINCHILLA, load_scaling_table, table_dataset
-from ..llm.scaling_fit import (
+from ..llm.table.data import CHINCHILLA, load_scaling_table, table_dataset
+from ..llm.table.scaling_fit import (
     LawFit,
     ScalingFitSettings,
     bootstrap_fit,

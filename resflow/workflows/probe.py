@@ -13,9 +13,10 @@ from pathlib import Path
 
 import torch
 
-from ..analysis.plots import save_figure
-from ..analysis.probes import ProbeResult, plot_probes, probe_dataset, probe_states, step_size_slope
 from ..errors import ConfigError
+from ..presenting.plots import save_figure
+from ..presenting.probe_figure import plot_probes
+from ..probing.probes import ProbeResult, probe_dataset, probe_states, step_size_slope
 from ..provenance import provenance
 from ..records.kinds import PROBE
 from ..store import Store
@@ -75,7 +76,7 @@ def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_
         if name.startswith(TEACHER_PREFIX):
             results.append(probe_teacher(name[len(TEACHER_PREFIX):], n_inputs=max_tokens))
             continue
-        from ..llm.hf_probe import probe_hf, read_texts
+        from ..llm.probes.hf_probe import probe_hf, read_texts
 
         if texts is None:
             raise ConfigError(f"probing {name!r} needs --texts FILE (one text per line).")

@@ -1,7 +1,7 @@
 """The Markdown tables of a run in a store: what ``resflow report`` calls.
 
 An experiment with a report of its own (:attr:`resflow.experiments.Experiment.report`: compositional,
-group-students, roughness) prints that; every other run prints :func:`resflow.analysis.report.run_tables`
+group-students, roughness) prints that; every other run prints :func:`resflow.presenting.report.run_tables`
 (losses by training length, fits and verdict, asymptotic estimates, accumulation along depth).
 Given a ``width`` (a terminal's, or ``COLUMNS``), the Markdown is fitted to it (:func:`fit_markdown`): prose
 wrapped at spaces, a table too wide for it written as a list.  :func:`unfinished_note` names the runs of the
@@ -14,9 +14,9 @@ import re
 import textwrap
 from pathlib import Path
 
-from ..analysis.report import run_tables
 from ..errors import ConfigError
 from ..experiments import registered
+from ..presenting.report import run_tables
 from ..records import load_run
 from ..records.kinds import LM_LADDER, TOY_RUN
 from ..store import Store

@@ -21,15 +21,15 @@ import xarray as xr
 
 from .._atomic import atomic_write
 from .._overrides import config_from_dict
-from ..analysis.fit_records import fits_to_dataset
-from ..analysis.fits import FitSettings, SeriesFit, fit_dataset
-from ..analysis.plots import save_figure
-from ..analysis.probes import SIGNATURE_LABELS, state_signature
-from ..analysis.separation import Separation, separations
-from ..analysis.signatures import GROUP_LABELS, student_group_angles
 from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import get_experiment
+from ..fitting.fit_records import fits_to_dataset
+from ..fitting.fits import FitSettings, SeriesFit, fit_dataset
+from ..fitting.separation import Separation, separations
+from ..presenting.plots import save_figure
+from ..presenting.signatures import GROUP_LABELS, student_group_angles
+from ..probing.probes import SIGNATURE_LABELS, state_signature
 from ..provenance import provenance
 from ..records import build_dataset
 from ..records.kinds import FIT, TOY_RUN
@@ -77,7 +77,7 @@ class ExperimentResult:
     @property
     def separations(self) -> tuple[Separation, ...]:
         """The first answer of a run with a tied and an independent teacher: tied minus independent exponents,
-        paired by replicate, and whether the readings are separated (:mod:`resflow.analysis.separation`)."""
+        paired by replicate, and whether the readings are separated (:mod:`resflow.fitting.separation`)."""
         return tuple(separations(list(self.fits)))
 
 

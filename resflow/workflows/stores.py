@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analysis import fit_problems
-from ..llm.ladder_records import ladder_problems
+from ..llm.ladder.records import ladder_problems
 from ..records import run_problems
 from ..records.kinds import FIT, LM_LADDER, RECORD_KINDS, TOY_RUN
 from ..store import Store, StoreReport, Validator

@@ -1,4 +1,4 @@
-"""Teacher tracking of every trained student of a run, for its record (:mod:`resflow.analysis.tracking`).
+"""Teacher tracking of every trained student of a run, for its record (:mod:`resflow.probing.tracking`).
 
 Each student is compared with its teacher at matching times -- student layer ``l`` against teacher layer
 ``(l + 1) k`` for a teacher ``k`` times deeper -- on the hidden-state metrics' fixed inputs: per-layer means
@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..analysis.tracking import TRACKING_LABELS, tracking_metrics
+from ..probing.tracking import TRACKING_LABELS, tracking_metrics
 from ..training.block import student_forward, student_layer_steps
 from ..training.targets import teacher_key
 from .measures import TrainedStudents

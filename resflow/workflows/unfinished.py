@@ -21,7 +21,7 @@ from .._overrides import config_from_dict, flat
 from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import registered
-from ..llm.ladder import RESULT, LadderConfig, model_name
+from ..llm.ladder.train import RESULT, LadderConfig, model_name
 from ..store import Leftover, Store, StoreReport, lock_holder
 from ..store.store import STALE_AFTER_S
 from .run import RECORD_NAME, RUN_INFO, checkpoint_steps, run_started

@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resflow.analysis.intervals import exponent_interval
+from resflow.fitting.intervals import exponent_interval
 
 from .strategies import examples, seeds
 

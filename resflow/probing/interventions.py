@@ -1,0 +1,369 @@
+r"""Interventions across depth on any residual stack: lesion a layer, swap two, restore a clean state.
+
+A stack is given as its **layer steps**: ``steps[k](h)`` is the state after layer :math:`k` from the
+state ``h`` before it (any leading axes), so :math:`h_{k+1} = \mathrm{steps}[k](h_k)`.  Adapters build
+them for a trained student (:func:`resflow.training.student_steps`), a teacher or any
+:class:`~resflow.ResidualStack` (:meth:`~resflow.ResidualStack.layer_steps`), or plain functions (the
+laws' models in ``theory/interventions.py``); transformers go through :mod:`resflow.llm.probes.interventions`.
+
+=============  ===========================================================================
+intervention   what the copy of the stack does
+=============  ===========================================================================
+``lesion``     layer :math:`l` is skipped (:math:`h_{l+1} = h_l`); with ``rescale`` the other
+               layers' updates are multiplied by :math:`\ell/(\ell-1)`
+``swap``       layers :math:`l` and :math:`l+1` run in the other order
+``trace``      the input is corrupted; at layer :math:`l` the clean state (``restore="state"``)
+               or the clean update (``restore="update"``) is put back
+=============  ===========================================================================
+
+Every copy runs in one batched pass (a leading axis of copies, one per intervened layer), so a profile
+over :math:`\ell` layers costs one forward of :math:`\ell` copies, not :math:`\ell` forwards.  The
+*damage* is :math:`D_l = \mathrm{mean}\,|r(y'_l) - r(y)|^2` over inputs and coordinates, :math:`r` the
+readout (identity, or e.g. ``rmsnorm`` for a student's normalised output); a trace reports the
+*recovered share* :math:`1 - |r(y_l^{\mathrm{restored}}) - r(y)|^2 / |r(y^{\mathrm{corrupt}}) - r(y)|^2`.
+Deterministic: no randomness beyond the inputs the caller passes.  ``keep_outputs=True`` keeps every
+copy's output :math:`y'` (one per intervened layer) in :attr:`InterventionProfile.outputs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .._validate import check_choice
+from ..errors import ConfigError, ShapeError
+from ..labels import teacher_label
+
+__all__ = ["Step", "InterventionProfile", "run_steps", "lesion", "swap", "trace",
+           "intervention_dataset", "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
+           "InterventionRow", "intervention_rows", "intervention_row"]
+
+Step = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class InterventionProfile:
+    """One intervention's effect, layer by layer (``layer`` = :math:`l`, ``position`` = :math:`l/\\ell`)."""
+
+    intervention: str  # a key of PROFILE_LABELS: lesion, lesion_rescaled, swap, trace
+    depth: int
+    layer: np.ndarray  # (n,) int
+    value: np.ndarray  # (n,) damage D_l (lesion, swap) or recovered share (trace)
+    quantity: str  # "damage" or "recovered share"
+    attrs: dict[str, str] = field(default_factory=dict)
+    outputs: torch.Tensor | None = field(default=None, repr=False, compare=False)  # (n, ...) with keep_outputs
+
+    @property
+    def position(self) -> np.ndarray:
+        """:math:`l/\\ell`, the layer index normalised by the depth (the study's Fig. 6 axis)."""
+        return self.layer / self.depth
+
+
+def _check(steps: Sequence[Step], h0: torch.Tensor, minimum: int = 1) -> list[Step]:
+    steps = list(steps)
+    if len(steps) < minimum:
+        raise ConfigError(f"steps must hold at least {minimum} layer step(s); got {len(steps)}.")
+    if not all(callable(s) for s in steps):
+        raise ConfigError("steps must be callables h -> next h, one per layer (e.g. resflow.training.student_steps).")
+    if not isinstance(h0, torch.Tensor) or h0.ndim < 1:
+        raise ShapeError("h0 must be a tensor of input states (..., width).")
+    return steps
+
+
+def run_steps(steps: Sequence[Step], h0: torch.Tensor) -> torch.Tensor:
+    """The output :math:`h_\\ell` of the stack (no intervention)."""
+    h = h0
+    for step in steps:
+        h = step(h)
+    return h
+
+
+def _damage(y: torch.Tensor, clean: torch.Tensor, readout: Callable) -> np.ndarray:
+    """Mean square difference of the readouts over all but the leading (copies) axis."""
+    diff = readout(y) - readout(clean)
+    return diff.square().flatten(1).mean(1).double().cpu().numpy()
+
+
+def _identity(h: torch.Tensor) -> torch.Tensor:
+    return h
+
+
+@torch.no_grad()
+def lesion(steps: Sequence[Step], h0: torch.Tensor, *, rescale: bool = False, readout: Callable | None = None,
+           keep_outputs: bool = False) -> InterventionProfile:
+    """Damage of skipping each layer :math:`l = 0..\\ell-1` (with ``rescale``, the other layers' updates
+    lengthened by :math:`\\ell/(\\ell - 1)`), all layers in one batched pass."""
+    steps = _check(steps, h0, minimum=2 if rescale else 1)
+    readout = readout or _identity
+    depth = len(steps)
+    clean = run_steps(steps, h0)
+    h = h0.expand(depth, *h0.shape).clone()  # copy c lesions layer c
+    scale = depth / (depth - 1) if rescale else 1.0
+    for k, step in enumerate(steps):
+        nxt = step(h)
+        if rescale:
+            nxt = h + scale * (nxt - h)
+        nxt[k] = h[k]  # copy k skips layer k
+        h = nxt
+    return InterventionProfile("lesion_rescaled" if rescale else "lesion", depth, np.arange(depth),
+                               _damage(h, clean[None], readout), "damage", outputs=h if keep_outputs else None)
+
+
+@torch.no_grad()
+def swap(steps: Sequence[Step], h0: torch.Tensor, *, readout: Callable | None = None,
+         keep_outputs: bool = False) -> InterventionProfile:
+    """Damage of running layers :math:`l` and :math:`l+1` in the other order, :math:`l = 0..\\ell-2`."""
+    steps = _check(steps, h0, minimum=2)
+    readout = readout or _identity
+    depth = len(steps)
+    clean = run_steps(steps, h0)
+    h = h0.expand(depth - 1, *h0.shape).clone()  # copy c swaps layers c and c + 1
+    for k, step in enumerate(steps):
+        nxt = step(h)
+        if k + 1 < depth:  # copy k runs layer k + 1 here ...
+            nxt[k] = steps[k + 1](h[k])
+        if k >= 1:  # ... and copy k - 1 runs layer k - 1
+            nxt[k - 1] = steps[k - 1](h[k - 1])
+        h = nxt
+    return InterventionProfile("swap", depth, np.arange(depth - 1), _damage(h, clean[None], readout), "damage",
+                               outputs=h if keep_outputs else None)
+
+
+@torch.no_grad()
+def trace(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *, restore: str = "state",
+          readout: Callable | None = None, keep_outputs: bool = False) -> InterventionProfile:
+    """Recovered share of the clean output when the input ``h0`` is replaced by ``corrupt`` and, at layer
+    :math:`l`, the clean state :math:`h_l` (``restore="state"``, :math:`l = 0..\\ell`: restoring
+    :math:`h_0` undoes the corruption, so the share is 1 there) or the clean update of layer :math:`l`
+    (``restore="update"``, :math:`l = 0..\\ell-1`) is put back."""
+    steps = _check(steps, h0)
+    check_choice("restore", restore, ("state", "update"))
+    if not isinstance(corrupt, torch.Tensor) or corrupt.shape != h0.shape:
+        raise ShapeError(f"corrupt must have the shape of h0 {tuple(h0.shape)}; got "
+                         f"{tuple(getattr(corrupt, 'shape', ()))}.")
+    readout = readout or _identity
+    depth = len(steps)
+    states = [h0]
+    for step in steps:
+        states.append(step(states[-1]))
+    clean = states[-1]
+    broken = _damage(run_steps(steps, corrupt)[None], clean[None], readout)[0]
+    copies = depth + 1 if restore == "state" else depth
+    h = corrupt.expand(copies, *corrupt.shape).clone()
+    if restore == "state":
+        h[0] = h0
+    for k, step in enumerate(steps):
+        nxt = step(h)
+        if restore == "state":
+            nxt[k + 1] = states[k + 1]
+        else:
+            nxt[k] = h[k] + (states[k + 1] - states[k])
+        h = nxt
+    left = _damage(h, clean[None], readout)
+    share = 1.0 - left / broken if broken > 0 else np.full(copies, np.nan)
+    return InterventionProfile("trace", depth, np.arange(copies), share, "recovered share",
+                               {"restore": restore, "corrupted_damage": f"{broken:.6g}"},
+                               outputs=h if keep_outputs else None)
+
+
+def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, lesion_rescaled=None, swap=None,
+                         trace=None, tokens=None, attrs: dict | None = None, **profiles):
+    """One ``intervention`` store record: the profiles of one model (toy or transformer, the same schema).
+
+    Dims ``layer`` (:math:`l = 0..\\ell-1`, with coordinate ``position`` = :math:`l/\\ell`) and ``token``
+    (the trace's restored positions, with ``token_text``; a toy stack has one, ``x``); variables
+    ``lesion``, ``lesion_rescaled``, ``swap`` (NaN at the last layer, which has no successor) and
+    ``trace`` (``layer``, ``token``), each present when measured, and any other registered intervention's
+    profile (``profiles``, by name: :data:`STACK_INTERVENTIONS`); attrs ``model``, ``measure`` and what the
+    caller passes (prompt, target, subject, clean and corrupted measures, provenance).
+    """
+    import xarray as xr
+
+    units = {"damage": "1", "probability": "1"}[measure]
+    what = ("mean square change of the output" if measure == "damage"
+            else "probability of the target token after the prompt")
+    data = {}
+    if unknown := sorted(set(profiles) - set(STACK_INTERVENTIONS)):
+        raise ConfigError(f"no registered intervention is called {', '.join(unknown)}; known: "
+                          f"{', '.join(STACK_INTERVENTIONS)}.")
+    per_layer = {"lesion": lesion, "lesion_rescaled": lesion_rescaled, "swap": swap, **profiles}
+    for name, values in per_layer.items():
+        long_name = STACK_INTERVENTIONS[name].what
+        if values is None:
+            continue
+        full = np.full(depth, np.nan)
+        full[:len(values)] = values
+        data[name] = ("layer", full, {"long_name": f"{what}, {long_name}", "units": units})
+    coords = {"layer": ("layer", np.arange(depth), {"long_name": "layer index l"}),
+              "position": ("layer", np.arange(depth) / depth, {"long_name": "layer index over depth, l/ell",
+                                                               "units": "1"})}
+    if trace is not None:
+        trace = np.asarray(trace, float).reshape(depth, -1)
+        tokens = list(tokens) if tokens is not None else ["x"] * trace.shape[1]
+        data["trace"] = (("layer", "token"), trace, {
+            "long_name": f"{what}, input corrupted, the clean input of layer l at the token restored",
+            "units": units})
+        coords["token"] = ("token", np.arange(trace.shape[1]), {"long_name": "token position"})
+        coords["token_text"] = ("token", [str(t) for t in tokens], {"long_name": "the token"})
+    return xr.Dataset(data, coords=coords, attrs={**(attrs or {}), "model": model, "measure": measure,
+                                                  "depth": str(depth)})
+
+
+@dataclass(frozen=True)
+class StackIntervention:
+    """An intervention every stack's profile includes (:func:`stack_profiles`): ``profile(steps, h0, corrupt,
+    readout)`` gives one value per layer it applies to (at most :math:`\\ell`; the rest are NaN), ``label`` its
+    long name in a ``toy-run`` record, ``what`` its clause in an ``intervention`` record ("layer l skipped");
+    ``minimum_depth`` the shallowest stack it applies to (shallower ones get NaN)."""
+
+    name: str
+    label: str
+    what: str
+    profile: Callable[..., np.ndarray]
+    minimum_depth: int = 1
+
+
+#: the interventions every stack gets, by name (``toy-run`` records hold their profiles per trained student,
+#: ``intervention`` records per model); :func:`register_intervention` adds one
+STACK_INTERVENTIONS: dict[str, StackIntervention] = {}
+#: name -> (long name, units) of every registered profile, kept in step with :data:`STACK_INTERVENTIONS`
+PROFILE_LABELS: dict[str, tuple[str, str]] = {}
+
+
+def register_intervention(intervention: StackIntervention) -> StackIntervention:
+    """Make every later profile of a stack include ``intervention`` (a name taken by another is refused)."""
+    taken = STACK_INTERVENTIONS.get(intervention.name)
+    if taken is not None and taken != intervention:
+        raise ConfigError(f"the intervention name {intervention.name!r} is taken; choose another name.")
+    STACK_INTERVENTIONS[intervention.name] = intervention
+    PROFILE_LABELS[intervention.name] = (intervention.label, "1")
+    return intervention
+
+
+for _builtin in (
+    StackIntervention("lesion", "damage of skipping layer l (mean square change of the normalised output)",
+                      "layer l skipped", lambda steps, h0, corrupt, readout: lesion(steps, h0, readout=readout).value),
+    StackIntervention("lesion_rescaled", "damage of skipping layer l, the other updates lengthened by ell/(ell - 1)",
+                      "layer l skipped, the other updates lengthened by ell/(ell - 1)",
+                      lambda steps, h0, corrupt, readout: lesion(steps, h0, rescale=True, readout=readout).value,
+                      minimum_depth=2),
+    StackIntervention("swap", "damage of running layers l and l + 1 in the other order",
+                      "layers l and l + 1 run in the other order",
+                      lambda steps, h0, corrupt, readout: swap(steps, h0, readout=readout).value, minimum_depth=2),
+    StackIntervention("trace", "recovered share of the clean output, input corrupted, the clean update of layer l "
+                      "restored", "input corrupted, the clean input of layer l at the token restored",
+                      lambda steps, h0, corrupt, readout: trace(steps, h0, corrupt, restore="update",
+                                                                readout=readout).value),
+):
+    register_intervention(_builtin)
+
+
+def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *,
+                   readout: Callable | None = None) -> dict[str, np.ndarray]:
+    """Every registered profile (:data:`STACK_INTERVENTIONS`) of one stack, each of length :math:`\\ell`, NaN where
+    it does not apply (``swap`` at the last layer; a one-layer stack has NaN for the rescaled lesion and the
+    swap)."""
+    depth = len(steps)
+    out = {}
+    for name, intervention in STACK_INTERVENTIONS.items():
+        full = np.full(depth, np.nan)
+        if depth >= intervention.minimum_depth:
+            values = np.asarray(intervention.profile(steps, h0, corrupt, readout), float)
+            full[:len(values)] = values
+        out[name] = full
+    return out
+
+
+def _plain_full_length(ds):
+    """A toy run's plain students of its first scheme and temperature, trained the whole run (the best start of
+    each cell)."""
+    from ..records import best_start
+
+    one = best_start(ds)
+    return one.sel(length=one["length"].max(), student_groups=0).isel(scheme=0, temperature=0)
+
+
+def intervention_exponents(ds, target: str, *, confidence: float = 0.95) -> dict:
+    """How the interventions on one target's trained students (full length, first scheme and temperature,
+    plain students, every replicate) scale with depth: intervals over replicates
+    (:func:`resflow.fitting.intervals.over_replicates`) of the exponents of the layer-mean damage,
+    :math:`D \\propto \\ell^{-\\alpha}`, of ``lesion``, ``lesion_rescaled`` and ``swap``, and ``repair``: the
+    rescaled over the plain lesion damage at the deepest depth (ensemble: the noise share of a layer's update,
+    of order 1; a smooth flow: near 0).  Depths below 2 are left out (no rescaling, no swap)."""
+    from ..fitting.intervals import over_replicates
+    from ..loglog import slopes
+
+    one = _plain_full_length(ds).sel(target=target)
+    one = one.sel(depth=[d for d in one["depth"].values if d >= 2])
+    depths = np.asarray(one["depth"].values, float)
+    names = ("lesion", "lesion_rescaled", "swap")
+    means = np.stack([one[name].mean("layer", skipna=True).transpose("replicate", "depth").values
+                      for name in names], axis=-1)[..., None]  # (replicate, depth, 3, 1)
+
+    def exponent(column):
+        return lambda r: float(slopes(depths, r[:, column, 0])) if np.all(r[:, column, 0] > 0) else np.nan
+
+    out = {name: over_replicates(exponent(k), means, confidence=confidence) for k, name in enumerate(names)}
+    out["repair"] = over_replicates(lambda r: float(r[-1, 1, 0] / r[-1, 0, 0]), means, confidence=confidence)
+    return out
+
+
+@dataclass(frozen=True)
+class InterventionRow:
+    """One stack's interventions in scale-free numbers, comparable across toys and transformers: the mean
+    lesion damage (a causal LM: the target probability lost), its profile's max over mean (1: every layer
+    alike), the swap over the lesion damage, and the rescaled over the plain lesion damage (toys)."""
+
+    source: str  # "toy run" or "model"
+    name: str
+    depth: int
+    measure: str
+    lesion_mean: float
+    flatness: float
+    swap_share: float
+    repair: float
+    record: str
+
+    def to_json(self) -> dict:
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+def intervention_row(source, name, depth, measure, lesion_values, swap_values, rescaled_values, record
+                     ) -> InterventionRow:
+    """The :class:`InterventionRow` of one stack from its per-layer lesion, swap and rescaled-lesion values
+    (``swap_values``, ``rescaled_values`` None where not measured)."""
+    lost = np.asarray(lesion_values, float)
+    mean = float(np.nanmean(lost)) if np.isfinite(lost).any() else float("nan")
+    swap_mean = float(np.nanmean(swap_values)) if swap_values is not None and np.isfinite(swap_values).any() else \
+        float("nan")
+    rescaled = float(np.nanmean(rescaled_values)) if rescaled_values is not None else float("nan")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return InterventionRow(source, name, int(depth), measure, mean, float(np.nanmax(np.abs(lost)) / abs(mean)),
+                               swap_mean / mean, rescaled / mean, record)
+
+
+def intervention_rows(ds, record: str) -> list[InterventionRow]:
+    """The :class:`InterventionRow` of an ``intervention`` record, or one per target of a ``toy-run`` record with
+    intervention profiles (its deepest students: full length, plain, first scheme, replicate means)."""
+    if "replicate" not in ds.dims:  # an intervention record
+        lesion_values, swap_values = ds["lesion"].values if "lesion" in ds else [np.nan], \
+            ds["swap"].values if "swap" in ds else None
+        if ds.attrs.get("measure") == "probability":
+            clean = float(ds.attrs.get("clean", "nan"))
+            lesion_values = clean - np.asarray(lesion_values, float)
+            swap_values = None if swap_values is None else clean - np.asarray(swap_values, float)
+        rescaled = ds["lesion_rescaled"].values if "lesion_rescaled" in ds else None
+        return [intervention_row("model", ds.attrs.get("model", record), int(ds.attrs.get("depth", ds.sizes["layer"])),
+                     ds.attrs.get("measure", "damage"), lesion_values, swap_values, rescaled, record)]
+    if "lesion" not in ds:
+        return []
+    one = _plain_full_length(ds)
+    deepest = int(one["depth"].max())
+    one = one.sel(depth=deepest).mean("replicate")
+    return [intervention_row("toy run", f"{teacher_label(target)} student", deepest, "damage",
+                             one["lesion"].sel(target=target).values,
+                 one["swap"].sel(target=target).values, one["lesion_rescaled"].sel(target=target).values, record)
+            for target in one["target"].values]
