@@ -40,7 +40,8 @@ def setup():
     state = trainer.init(0)
     bank = trainer.banks[0]
     flat = state.params[0]
-    flat.add_(torch.randn(flat.shape, generator=torch.Generator().manual_seed(0)) * 0.02)  # a trained-like student
+    # a trained-like student
+    flat.add_(torch.randn(flat.shape, generator=torch.Generator().manual_seed(0)) * 0.02)
     x = torch.randn(512, 16, generator=torch.Generator().manual_seed(1))
     target = rmsnorm(torch.randn(len(bank), 512, 16, generator=torch.Generator().manual_seed(2)))
     return trainer, bank, flat, x, target
@@ -152,7 +153,8 @@ def timed(fn, repeats: int) -> float:
 def main(rounds: int, compile_: bool) -> None:
     trainer, bank, flat, x, target = setup()
     grads = torch.zeros_like(flat)
-    leaves = [tuple(getattr(p, n).clone().requires_grad_(True) for n in ("W1", "b1", "W2")) for p in bank.layers(flat)]
+    leaves = [tuple(getattr(p, n).clone().requires_grad_(True) for n in ("W1", "b1", "W2"))
+              for p in bank.layers(flat)]
     xs = torch.randn(8 * 512, 16, generator=torch.Generator().manual_seed(3))
     mm, mm_flops = matmuls_only(bank, flat, 512)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
@@ -168,7 +170,8 @@ def main(rounds: int, compile_: bool) -> None:
         "teachers/8 steps": lambda: trainer.targets.final_states(xs_rep),  # divided by 8 below
     }
     if compile_:
-        for name, base in (("autograd, compiled", variants["autograd"]), ("fused, compiled", variants["fused"])):
+        for name, base in (("autograd, compiled", variants["autograd"]),
+                           ("fused, compiled", variants["fused"])):
             compiled = torch.compile(base)
             t0 = time.perf_counter()
             compiled()
@@ -186,7 +189,8 @@ def main(rounds: int, compile_: bool) -> None:
         torch.set_num_threads(threads)
     ratios = {name: statistics.median(t / f for t, f in zip(values, times["fused"], strict=True))
               for name, values in times.items()}
-    print(f"torch {torch.__version__}, {threads} threads, {rounds} rounds; ms per step (median) and time / fused")
+    print(f"torch {torch.__version__}, {threads} threads, {rounds} rounds; "
+          "ms per step (median) and time / fused")
     for name, values in times.items():
         print(f"{name:22s} {statistics.median(values) * 1e3:8.2f} ms   x{ratios[name]:.2f}")
     rate = mm_flops / statistics.median(times["matmuls only"]) / 1e9
@@ -195,7 +199,8 @@ def main(rounds: int, compile_: bool) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--compile", action="store_true")
     args = parser.parse_args()

@@ -10,7 +10,8 @@ needs its parent (the scratch students of half the depth, already trained for th
 
 The students' shorter lengths (``lengths``) are forked from the full-length ones where their schedules part
 (``docs/design/convergence.md``): with a schedule constant for half of the run, lengths 1/16 .. 1 cost
-``1 + (1/2)(1/16 + 1/8 + 1/4 + 1/2)`` = 1.47 full-length runs.  The printed seconds per 1k steps include that factor.
+``1 + (1/2)(1/16 + 1/8 + 1/4 + 1/2)`` = 1.47 full-length runs.  The printed seconds per 1k steps include
+that factor.
 
     python benchmarks/route_cost.py --replicates 1 --inits 2 --threads 1
 """
@@ -54,17 +55,19 @@ def main(argv=None) -> int:
     timings["teachers"] = []
     for _ in range(args.rounds):
         for depth in config.depths:
-            specs = [StudentSpec(t, "euler", depth, r, init=i) for t in config.targets for r in config.replicate_ids
-                     for i in range(args.inits)]
+            specs = [StudentSpec(t, "euler", depth, r, init=i) for t in config.targets
+                     for r in config.replicate_ids for i in range(args.inits)]
             timings[str(depth)].append(ms_per_step(config.train, specs, teachers, args.steps))
         alone = [StudentSpec(t, "euler", 1, r) for t in config.targets for r in config.replicate_ids]
         timings["teachers"].append(ms_per_step(config.train, alone, teachers, args.steps))
     median = {k: float(np.median(v)) for k, v in timings.items()}
     teacher = median.pop("teachers")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, preset {args.preset}: {len(config.targets)} "
-          f"teachers x {replicates} replicates x {args.inits} inits per depth, batch {config.train.batch}, "
-          f"{args.rounds} rounds; ms per step (median; a depth-1 student's step with the teachers: {teacher:.2f})")
-    print("| depth | students | ms/step (with teachers) | ms/step (students) | s per 1k steps, lengths forked |")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, preset {args.preset}: "
+          f"{len(config.targets)} teachers x {replicates} replicates x {args.inits} inits per depth, "
+          f"batch {config.train.batch}, {args.rounds} rounds; ms per step (median; "
+          f"a depth-1 student's step with the teachers: {teacher:.2f})")
+    print("| depth | students | ms/step (with teachers) | ms/step (students) "
+          "| s per 1k steps, lengths forked |")
     print("|---|---|---|---|---|")
     rows = []
     for depth, ms in median.items():
@@ -73,7 +76,8 @@ def main(argv=None) -> int:
         rows.append({"depth": int(depth), "students": n, "ms_per_step": ms, "student_ms_per_step": own,
                      "seconds_per_1k_steps": own * fork})
         print(f"| {depth} | {n} | {ms:.2f} | {own:.2f} | {own * fork:.2f} |")
-    print(f"teachers (every slot, run ahead): about {teacher:.2f} ms per step and training run; forks x{fork:.3f}")
+    print(f"teachers (every slot, run ahead): about {teacher:.2f} ms per step and training run; "
+          f"forks x{fork:.3f}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"rows": rows, "teachers_ms_per_step": teacher, "fork_factor": fork,

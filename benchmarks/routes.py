@@ -8,10 +8,10 @@ forked from the full one), so each route gives its final loss at four budgets; t
 route's time per step, timed in this process (one route after the other; quote the ratios).
 
 Routes: Adam as in the study (betas 0.9, 0.999); Adam with betas 0.95, 0.95; SOAP
-(``resflow.training.optimizers.soap``) with betas 0.95, 0.95; SOAP with its learning rate doubled; Adam whose batch
-is 4x larger in the second half of training (the per-student loop: the engine has one batch size); and depth-
-doubling continuation (the depth-8 student trained by the same route, split into 16 half steps, then trained; its
-seconds include the depth-8 training).
+(``resflow.training.optimizers.soap``) with betas 0.95, 0.95; SOAP with its learning rate doubled; Adam whose
+batch is 4x larger in the second half of training (the per-student loop: the engine has one batch size); and
+depth-doubling continuation (the depth-8 student trained by the same route, split into 16 half steps, then
+trained; its seconds include the depth-8 training).
 
     python benchmarks/routes.py --steps 20000 --target 3e-5
 
@@ -43,8 +43,8 @@ LENGTHS = (0.125, 0.25, 0.5, 1.0)
 
 def base(steps: int):
     return preset("smooth-vs-rough", "cpu").with_overrides(
-        ["targets=tied", "replicates=1", f"train.steps={steps}", f"train.eval_every={steps}", "train.device=cpu",
-         "train.eval_batches=4", "train.eval_batch_size=4096"])
+        ["targets=tied", "replicates=1", f"train.steps={steps}", f"train.eval_every={steps}",
+         "train.device=cpu", "train.eval_batches=4", "train.eval_batch_size=4096"])
 
 
 def ms_per_step(config, specs, teachers, steps: int = 300) -> float:
@@ -75,7 +75,8 @@ def engine_route(name: str, steps: int, overrides: list[str], depth: int = 16, i
 
 
 def late_batch_route(steps: int, factor: int = 4) -> dict:
-    """Adam, the per-student loop (autograd, torch.optim.Adam), batch x factor from the middle of training on."""
+    """Adam, the per-student loop (autograd, torch.optim.Adam), batch x factor from the middle of training
+    on."""
     config = base(steps)
     teachers = config.teachers()
     spec = StudentSpec("tied", "euler", 16, 0)
@@ -98,14 +99,16 @@ def late_batch_route(steps: int, factor: int = 4) -> dict:
         times.append((time.perf_counter() - t0) / total * 1e3)
         with torch.no_grad():
             evals = [stream.eval_batch(4096) for _ in range(4)]
-            losses.append(float(np.mean([float(mse_loss(student_forward(params, x[0], tableau), targets(x)["final"][0]))
-                                         for x in evals])))
+            eval_losses = [float(mse_loss(student_forward(params, x[0], tableau), targets(x)["final"][0]))
+                           for x in evals]
+            losses.append(float(np.mean(eval_losses)))
     return {"route": f"Adam, batch x{factor} in the second half (per-student loop)", "losses": losses,
             "ms_per_step": float(np.mean(times))}
 
 
 def steps_to(target: float, budgets, losses) -> float:
-    """Steps at which the final loss reaches ``target`` (log-log interpolation between budgets; inf if never)."""
+    """Steps at which the final loss reaches ``target`` (log-log interpolation between budgets; inf if
+    never)."""
     b, y = np.log(np.asarray(budgets, float)), np.log(np.asarray(losses, float))
     if y[-1] > math.log(target):
         return math.inf
@@ -140,7 +143,8 @@ def main(argv=None) -> None:
         row.pop("parameters")
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    # continuation at each budget: the depth-8 student trained for that budget, split, then trained for it again
+    # continuation at each budget: the depth-8 student trained for that budget, split, then trained for it
+    # again
     shallow = engine_route("SOAP depth 8", args.steps, soap, depth=8)
     continued = engine_route("SOAP, depth-doubling continuation from depth 8", args.steps, soap,
                              initial={lam: split_layers(p) for lam, p in shallow.pop("parameters").items()})
@@ -150,12 +154,14 @@ def main(argv=None) -> None:
     rows.append(late_batch_route(args.steps))
     print(f"depth-16 tied student, final test loss at {', '.join(f'{b:.0f}' for b in budgets)} steps; "
           f"steps and seconds to reach {args.target:g}")
-    print("| route | " + " | ".join(f"{b / 1000:g}k" for b in budgets) + " | ms/step | steps to reach | seconds |")
+    header = " | ".join(f"{b / 1000:g}k" for b in budgets)
+    print("| route | " + header + " | ms/step | steps to reach | seconds |")
     print("|---|" + "---|" * (len(budgets) + 3))
     for row in rows:
         reach = steps_to(args.target, budgets, row["losses"])
         seconds = reach * row["ms_per_step"] / 1e3
-        if "extra_seconds" in row and math.isfinite(reach):  # the depth-8 student trained first, at that budget
+        # the depth-8 student trained first, at that budget
+        if "extra_seconds" in row and math.isfinite(reach):
             seconds += float(np.interp(reach, budgets, row["extra_seconds"]))
         print(f"| {row['route']} | " + " | ".join(f"{v:.2e}" for v in row["losses"])
               + f" | {row['ms_per_step']:.1f} | {reach:.0f} | {seconds:.0f} |")

@@ -59,16 +59,17 @@ _EXPORTS: dict[str, str] = {
         "resflow.dynamics"),
     # noise along depth and ensembles
     **dict.fromkeys(
-        ("DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "parse_correlation", "fgn_autocovariance",
-         "fgn_covariance", "sample_fgn", "FractionalBrownianPath", "NoisyEnsemble"),
+        ("DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "parse_correlation",
+         "fgn_autocovariance", "fgn_covariance", "sample_fgn", "FractionalBrownianPath", "NoisyEnsemble"),
         "resflow.noise"),
     # teachers, students, training
     **dict.fromkeys(
-        ("TEACHER_FAMILIES", "TeacherConfig", "Teacher", "StudentSpec", "TrainConfig", "train", "train_reference",
-         "HierarchyConfig", "RandomHierarchyModel"),
+        ("TEACHER_FAMILIES", "TeacherConfig", "Teacher", "StudentSpec", "TrainConfig", "train",
+         "train_reference", "HierarchyConfig", "RandomHierarchyModel"),
         "resflow.training"),
     # analysis
-    **dict.fromkeys(("SeriesFit", "FitSettings", "fit_dataset", "ProbeResult", "token_metrics"), "resflow.analysis"),
+    **dict.fromkeys(("SeriesFit", "FitSettings", "fit_dataset", "ProbeResult", "token_metrics"),
+                    "resflow.analysis"),
     # experiments and workflows (one function under every command)
     **dict.fromkeys(("ExperimentConfig", "Experiment", "preset"), "resflow.experiments"),
     **dict.fromkeys(
@@ -79,8 +80,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Store", "StoreError"), "resflow.store"),
     "provenance": "resflow.provenance",
 }
-_SUBMODULES = ("laws", "loglog", "dynamics", "noise", "training", "records", "analysis", "llm", "store", "experiments",
-               "workflows", "demos", "theory", "sims")
+_SUBMODULES = ("laws", "loglog", "dynamics", "noise", "training", "records", "analysis", "llm", "store",
+               "experiments", "workflows", "demos", "theory", "sims")
 
 __all__ = [
     "__version__",

@@ -12,12 +12,14 @@ __all__ = ["atomic_write"]
 
 def atomic_write(path: Path | str, content: str | bytes | Callable[[Path], object], *,
                  overwrite: bool = True) -> Path:
-    """Write ``content`` to ``path`` all at once: into a temporary file beside it, fsynced, then moved into place.
+    """Write ``content`` to ``path`` all at once: into a temporary file beside it, fsynced, then moved into
+    place.
 
-    ``content`` is text, bytes, or a function that writes a given path (e.g. ``lambda p: torch.save(obj, p)``).
-    ``overwrite=False`` creates the file only if it is absent, atomically (:class:`FileExistsError` otherwise):
-    of concurrent writers, exactly one wins.  The temporary file, ``.<name>.<pid>.<random>.tmp``, never
-    outlives the call (``resflow store gc`` removes those of a writer killed mid-call).
+    ``content`` is text, bytes, or a function that writes a given path (e.g.
+    ``lambda p: torch.save(obj, p)``).  ``overwrite=False`` creates the file only if it is absent, atomically
+    (:class:`FileExistsError` otherwise): of concurrent writers, exactly one wins.  The temporary file,
+    ``.<name>.<pid>.<random>.tmp``, never outlives the call (``resflow store gc`` removes those of a writer
+    killed mid-call).
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

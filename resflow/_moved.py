@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 import warnings
@@ -56,42 +57,26 @@ MOVED = {  # old module path -> new module path
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds an old module path and loads it as the module at its new path (one object, not a copy)."""
+    """Finds an old module path and gives the module at its new path: the same object under both names."""
 
     def __init__(self, moved: dict[str, str]):
         self.moved = moved
+        self.specs: dict[str, importlib.machinery.ModuleSpec] = {}
 
     def find_spec(self, name, path=None, target=None):
         return importlib.util.spec_from_loader(name, self) if name in self.moved else None
 
     def create_module(self, spec) -> ModuleType:
         new = self.moved[spec.name]
-        warnings.warn(f"{spec.name} moved to {new} in resflow 0.5; import it from there (the old path goes in 0.6)",
-                      FutureWarning, stacklevel=2)
-        return _Alias(spec.name, importlib.import_module(new))
+        warnings.warn(f"{spec.name} moved to {new} in resflow 0.5; import it from there "
+                      "(the old path goes in 0.6)", FutureWarning, stacklevel=2)
+        module = importlib.import_module(new)
+        self.specs[module.__name__] = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        pass
-
-
-class _Alias(ModuleType):
-    """The old path's module: every attribute read and written is the new module's."""
-
-    def __init__(self, name: str, target: ModuleType):
-        super().__init__(name, target.__doc__)
-        object.__setattr__(self, "_target", target)
-
-    def __getattr__(self, name: str):
-        return getattr(object.__getattribute__(self, "_target"), name)
-
-    def __setattr__(self, name: str, value) -> None:
-        if name.startswith("__"):  # the import system's own attributes (__spec__, __loader__, ...) stay on the alias
-            object.__setattr__(self, name, value)
-        else:
-            setattr(object.__getattribute__(self, "_target"), name, value)
-
-    def __dir__(self):
-        return dir(object.__getattribute__(self, "_target"))
+        # the import system has just put the old path's spec on the module: give it back its own
+        module.__spec__ = self.specs[module.__name__]
 
 
 def install() -> None:

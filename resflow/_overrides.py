@@ -63,7 +63,8 @@ def config_from_dict(cls: type, data: dict[str, Any]) -> Any:
     hints = typing.get_type_hints(cls)
     fields = {f.name for f in dataclasses.fields(cls)}
     if unknown := sorted(set(data) - fields):
-        raise ConfigError(f"a saved {cls.__name__} has keys this resflow does not know: {', '.join(unknown)}; "
+        raise ConfigError(f"a saved {cls.__name__} has keys this resflow does not know: "
+                          f"{', '.join(unknown)}; "
                           "resume it with the resflow version that started it, or start a new run.")
     values = {}
     for name, value in data.items():

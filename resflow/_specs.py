@@ -22,17 +22,17 @@ def is_class_target(spec: object) -> bool:
 
 
 def parse_rhm_spec(spec: str) -> dict[str, Any]:
-    """``"rhm:L"`` or ``"rhm:L:v8:m4:c8:s2"`` (any of the keys v, m, c, s) -> the grammar's ``depth``, ``vocab``,
-    ``synonyms``, ``classes`` and ``branching`` (defaults :data:`RHM_DEFAULTS`), unvalidated beyond being
-    integers (:class:`resflow.training.hierarchy.HierarchyConfig` checks them)."""
+    """``"rhm:L"`` or ``"rhm:L:v8:m4:c8:s2"`` (any of the keys v, m, c, s) -> the grammar's ``depth``,
+    ``vocab``, ``synonyms``, ``classes`` and ``branching`` (defaults :data:`RHM_DEFAULTS`), unvalidated
+    beyond being integers (:class:`resflow.training.hierarchy.HierarchyConfig` checks them)."""
     parts = spec.split(":") if isinstance(spec, str) else []
     example = "use 'rhm:L' (L the hierarchy depth) or 'rhm:L:v8:m4:c8:s2'"
     if len(parts) < 2 or parts[0] != "rhm":
         raise UnknownNameError(f"unknown classification target {spec!r}; {example}.")
     values: dict[str, Any] = dict(RHM_DEFAULTS)
     keys = [part[:1] for part in parts[2:]]
-    if (not parts[1].isdigit() or any(k not in _KEYS or not part[1:].isdigit() for k, part in zip(keys, parts[2:],
-                                                                                                strict=True))
+    if (not parts[1].isdigit()
+            or any(k not in _KEYS or not part[1:].isdigit() for k, part in zip(keys, parts[2:], strict=True))
             or len(set(keys)) != len(keys)):
         raise ConfigError(f"target {spec!r}: cannot read it (digits only, each key once); {example}.")
     values["depth"] = int(parts[1])

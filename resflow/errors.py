@@ -40,8 +40,8 @@ class UnknownNameError(ConfigError):
         """The error for ``name``, not among ``choices``, on one line: ``unknown {what} 'name'; did you mean
         ...? (...)`` (:func:`did_you_mean`); ``listing`` says where the whole list is (a command, a page).
 
-        >>> print(UnknownNameError.of("experiment", "smooth-vs-ruff", ["smooth-vs-rough", "rk2"]))
-        unknown experiment 'smooth-vs-ruff'; did you mean 'smooth-vs-rough'? (choose one of smooth-vs-rough, rk2).
+        >>> print(UnknownNameError.of("experiment", "rk3", ["smooth-vs-rough", "rk2"]))
+        unknown experiment 'rk3'; did you mean 'rk2'? (choose one of smooth-vs-rough, rk2).
         """
         return cls(f"unknown {what} {name!r}{did_you_mean(name, choices, listing=listing)}.")
 
@@ -67,9 +67,12 @@ class TrainingDivergedError(ResflowError, FloatingPointError):
 
 
 
-FEW_NAMES = 10  # a list this short is shown whole in an error; a longer one by its closest names and where it is listed
-CLOSE_CUTOFF = 0.6  # difflib's similarity ratio a suggestion needs (its default: one typo in a short name passes)
-CLOSE_MARGIN = 0.1  # ... and at most this much below the best one: 'train.steps' for 'train.stepz', not 'train.dtype'
+# a list this short is shown whole in an error; a longer one by its closest names and where it is listed
+FEW_NAMES = 10
+# difflib's similarity ratio a suggestion needs (its default: one typo in a short name passes)
+CLOSE_CUTOFF = 0.6
+# ... and at most this much below the best one: 'train.steps' for 'train.stepz', not 'train.dtype'
+CLOSE_MARGIN = 0.1
 
 
 def closest(name: object, choices: Iterable[str]) -> list[str]:
@@ -80,7 +83,8 @@ def closest(name: object, choices: Iterable[str]) -> list[str]:
 
     if not isinstance(name, str):
         return []
-    scores = {str(c): max(SequenceMatcher(None, name, part).ratio() for part in (str(c), str(c).rsplit(".", 1)[-1]))
+    scores = {str(c): max(SequenceMatcher(None, name, part).ratio()
+                          for part in (str(c), str(c).rsplit(".", 1)[-1]))
               for c in choices}
     best = max(scores.values(), default=0.0)
     ranked = sorted((c for c, s in scores.items() if s >= max(CLOSE_CUTOFF, best - CLOSE_MARGIN)),
@@ -92,7 +96,8 @@ def did_you_mean(name: object, choices: Iterable[str], *, listing: str = "") -> 
     """What follows "unknown X 'name'" in an error: the closest of ``choices`` (``difflib``) first, then every
     choice when there are at most :data:`FEW_NAMES` of them (or no ``listing``), else where they are listed.
 
-    >>> print(did_you_mean("replicate", [f"key{i}" for i in range(20)] + ["replicates"], listing="`--list-keys`"))
+    >>> print(did_you_mean("replicate", [f"key{i}" for i in range(20)] + ["replicates"],
+    ...                    listing="`--list-keys`"))
     ; did you mean 'replicates'? (all 21 are listed by `--list-keys`)
     """
     choices = [str(c) for c in choices]

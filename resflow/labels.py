@@ -1,10 +1,12 @@
-"""What a reader calls each teacher: the one place a teacher spec becomes the words of a table, legend or title.
+"""What a reader calls each teacher: the one place a teacher spec becomes the words of a table, legend or
+title.
 
 The specs are the code's names (``tied``, ``independent``, ``correlated:0.9``, ``fractional:0.75``,
 ``grouped:4``); a reader meets the experiment as a **smooth** teacher (its layers share one map: a smooth flow
 along depth) against a **rough** one (every layer drawn independently).  :func:`teacher_label` spells the code
-name out in brackets on the first mention in a table or legend -- ``"smooth (tied)"`` -- and gives the reader's
-word alone after it -- ``"smooth"``; :class:`Mentions` keeps track of which teachers a table has named.
+name out in brackets on the first mention in a table or legend -- ``"smooth (tied)"`` -- and gives the
+reader's word alone after it -- ``"smooth"``; :class:`Mentions` keeps track of which teachers a table has
+named.
 
 * ``tied``: "smooth (tied)", then "smooth";
 * ``independent``: "rough (independent)", then "rough";
@@ -52,7 +54,8 @@ def teacher_label(spec: Any, *, first: bool = True) -> str:
 def series_label(fit: Any, *, first: bool = True) -> str:
     """One fitted series in words: its teacher (:func:`teacher_label`), then what else sets it apart -- a
     scheme other than Euler, students of K weight groups, the temperature.  ``fit`` is anything with
-    ``target``, ``scheme``, ``student_groups`` and ``temperature`` (a :class:`~resflow.analysis.SeriesFit`)."""
+    ``target``, ``scheme``, ``student_groups`` and ``temperature``
+    (a :class:`~resflow.analysis.SeriesFit`)."""
     parts = [teacher_label(fit.target, first=first)]
     if getattr(fit, "scheme", "euler") != "euler":
         parts.append(str(fit.scheme))

@@ -48,7 +48,8 @@ def _keyword(symbol) -> str:
 
 @cache
 def evaluator(name: str, what: str = "law") -> Callable[..., Any]:
-    """A numpy function of the law's parameters (keywords as in :func:`parameters`), lambdified from the derivation."""
+    """A numpy function of the law's parameters (keywords as in :func:`parameters`), lambdified from the
+    derivation."""
     import sympy as sp
 
     d = derivation(name)
@@ -96,8 +97,8 @@ def _checked_value(law: str, key: str, value: Any) -> np.ndarray:
                           f"{value!r} ({type(value).__name__}).") from None
     # +inf is a limit the laws use (an infinitely deep teacher: L_T = inf); NaN and -inf are not
     if isinstance(value, bool) or np.any(np.isnan(array)) or np.any(array == -np.inf):
-        raise ConfigError(f"law {law!r}: parameter {key} must be real numbers (+inf allowed as a limit, not NaN or "
-                          f"-inf); got {value!r}.")
+        raise ConfigError(f"law {law!r}: parameter {key} must be real numbers (+inf allowed as a limit, "
+                          f"not NaN or -inf); got {value!r}.")
     if key in DOMAINS:
         low, high, low_ok, high_ok = DOMAINS[key]
         inside = (array >= low if low_ok else array > low) & (array <= high if high_ok else array < high)
@@ -129,7 +130,8 @@ class LawRecord:
     parameters: tuple[str, ...]
     assumptions: str
     references: tuple[str, ...]
-    status: str = "derived"  # "hypothesis": stated to be tested, not derived; "not observed": runs so far lack it
+    # "hypothesis": stated to be tested, not derived; "not observed": runs so far lack it
+    status: str = "derived"
     evidence: str = ""  # for a law not observed: the measurements, their commands, where they are reported
 
     def to_json(self) -> dict[str, Any]:
@@ -164,4 +166,5 @@ def exponent_text(name: str) -> str | None:
     import importlib
 
     d = derivation(name)
-    return None if d.exponent is None else importlib.import_module("resflow.theory.typeset").pretty(d.exponent)
+    return (None if d.exponent is None
+            else importlib.import_module("resflow.theory.typeset").pretty(d.exponent))

@@ -32,7 +32,8 @@ def _log_axes(x, y) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(y, dtype=float)
     if x.ndim != 1 or x.size < 2 or y.shape[-1:] != x.shape:
         raise ShapeError(
-            f"x must be 1-D with at least two points and y's last axis must match it; got x {x.shape}, y {y.shape}."
+            "x must be 1-D with at least two points and y's last axis must match it; "
+            f"got x {x.shape}, y {y.shape}."
         )
     if np.any(x <= 0) or not np.all(np.isfinite(x)):
         raise ConfigError(f"x must be positive and finite to take logarithms; got {x.tolist()}.")
@@ -92,7 +93,8 @@ def power_law_fit(x, y, *, confidence: float = 0.95) -> PowerLawFit:
     """Fit :math:`y = A x^{-\\alpha}` by least squares on log--log axes, with a regression interval."""
     logx, y = _log_axes(x, y)
     if y.ndim != 1:
-        raise ShapeError(f"power_law_fit takes one series (1-D y); got shape {y.shape}. Use slopes() for many.")
+        raise ShapeError(f"power_law_fit takes one series (1-D y); got shape {y.shape}. "
+                         "Use slopes() for many.")
     if np.any(y <= 0) or not np.all(np.isfinite(y)):
         raise ConfigError(f"y must be positive and finite to fit a power law; got {y.tolist()}.")
     logy = np.log(y)

@@ -27,7 +27,8 @@ def git_commit() -> str:
     """Commit of the resflow source tree (``<sha>`` or ``<sha>-dirty``), or ``"unknown"``."""
     try:
         sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=_SOURCE_DIR, capture_output=True, text=True, timeout=5, check=True
+            ["git", "rev-parse", "HEAD"],
+            cwd=_SOURCE_DIR, capture_output=True, text=True, timeout=5, check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],

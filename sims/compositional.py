@@ -21,11 +21,13 @@ TARGETS = ("tied", "grouped:2", "grouped:4", "grouped:8")
 PRESETS = {
     # cpu: 6k steps of the smooth-vs-rough cpu recipe and two replicates: within 15 minutes on 2 cores
     # (80 students of depths 1-16 at about 0.13 s a step here; 10k steps took 22 minutes by estimate)
-    "cpu": ExperimentConfig("compositional", targets=TARGETS, width=16, teacher_depth=32, depths=(1, 2, 4, 8, 16),
-                            replicates=2, train=dataclasses.replace(CPU_TRAIN, steps=6_000)),
+    "cpu": ExperimentConfig("compositional", targets=TARGETS, width=16, teacher_depth=32,
+                            depths=(1, 2, 4, 8, 16), replicates=2,
+                            train=dataclasses.replace(CPU_TRAIN, steps=6_000)),
     # the study's toy model and recipe (as smooth-vs-rough's paper preset), K up to 16 of 128 layers
-    "paper": ExperimentConfig("compositional", targets=("tied", "grouped:4", "grouped:8", "grouped:16"), width=32,
-                              teacher_depth=128, depths=(2, 4, 8, 16, 32, 48), replicates=3, train=PAPER_TRAIN),
+    "paper": ExperimentConfig("compositional", targets=("tied", "grouped:4", "grouped:8", "grouped:16"),
+                              width=32, teacher_depth=128, depths=(2, 4, 8, 16, 32, 48), replicates=3,
+                              train=PAPER_TRAIN),
 }
 
 def groups_of(target: str) -> int:
@@ -76,13 +78,14 @@ def report(ds, record: str) -> str:
         ratio = np.array(fit.losses) / tied
         lines.append(f"| {target} | {law:.3f} | " + " | ".join(f"{r:.2f}" for r in ratio) + " |")
     deepest = max(depths)
-    lines += ["", f"Signatures (the probe metrics used for transformers) at depth {deepest}, full length, replicate "
-              "mean: update angles (rad) between successive layers inside one of the teacher's K groups and "
-              "across a boundary, and the early-stop fraction — of the trained students (1024 fixed inputs) and of "
-              "the teachers (the teacher probe, 1024 inputs):", "",
+    lines += ["", f"Signatures (the probe metrics used for transformers) at depth {deepest}, full length, "
+              "replicate mean: update angles (rad) between successive layers inside one of the teacher's K "
+              "groups and across a boundary, and the early-stop fraction — of the trained students "
+              "(1024 fixed inputs) and of the teachers (the teacher probe, 1024 inputs):", "",
               "| teacher | student within | student at a boundary | student early-stop | teacher within | "
               "teacher at a boundary | teacher early-stop |", "|---|---|---|---|---|---|---|"]
-    full = best_start(ds).sel(length=1.0, depth=deepest).isel(scheme=0)  # the best route and init of each cell
+    # the best route and init of each cell
+    full = best_start(ds).sel(length=1.0, depth=deepest).isel(scheme=0)
     if "early_stop_fraction" not in full:  # a record written before the early-stop fraction was recorded
         full["early_stop_fraction"] = xr.full_like(full["final_loss"], np.nan)
 

@@ -19,15 +19,16 @@ from resflow.training import TrainConfig
 
 TARGETS = ("rhm:2", "rhm:3", "rhm:4")
 
-CPU_TRAIN = TrainConfig(steps=20_000, batch=128, loss="ce", eval_every=1000, eval_batches=4, eval_batch_size=1024,
-                        checkpoint_every=2000)
+CPU_TRAIN = TrainConfig(steps=20_000, batch=128, loss="ce", eval_every=1000, eval_batches=4,
+                        eval_batch_size=1024, checkpoint_every=2000)
 
 PRESETS = {
     # cpu: 3 grammars x 6 depths x 3 replicates x 3 lengths on 2 cores in about 8 minutes (docs/results.md)
     "cpu": ExperimentConfig("hierarchy", targets=TARGETS, width=32, depths=(1, 2, 3, 4, 6, 8), replicates=3,
                             train=CPU_TRAIN),
     # for a GPU: wider students, deeper grammars and stacks, four times the steps
-    "gpu": ExperimentConfig("hierarchy", targets=TARGETS + ("rhm:5",), width=64, depths=(1, 2, 3, 4, 6, 8, 12, 16),
+    "gpu": ExperimentConfig("hierarchy", targets=TARGETS + ("rhm:5",), width=64,
+                            depths=(1, 2, 3, 4, 6, 8, 12, 16),
                             replicates=3, train=dataclasses.replace(CPU_TRAIN, steps=80_000, batch=256,
                                                                     eval_every=4000, checkpoint_every=4000)),
 }
@@ -69,7 +70,8 @@ def figure(ds, fits):
     axes[0].set(yscale="log", xlabel="student depth ℓ", ylabel="test cross-entropy (nats)",
                 title="loss against depth")
     axes[1].axhline(1 / classes, color="0.6", ls=":", label="chance")
-    axes[1].set(xlabel="student depth ℓ", ylabel="test accuracy", title="accuracy against depth", ylim=(0, 1.02))
+    axes[1].set(xlabel="student depth ℓ", ylabel="test accuracy", title="accuracy against depth",
+                ylim=(0, 1.02))
     axes[2].set(xlabel="exit layer e", ylabel="share of inputs",
                 title=f"exit layers at ℓ = {int(depths.max())} (confidence rule)")
     for ax in axes:
@@ -105,7 +107,8 @@ def report(ds, record: str) -> str:
     head = " | ".join(f"ℓ = {d}" for d in depths)
     lines = [f"run {record} ({ds.attrs.get('steps_done')} steps, {ds.sizes['replicate']} replicates)", "",
              f"Test cross-entropy (nats; uniform guess ln {int(table['classes'].max())} = "
-             f"{math.log(int(table['classes'].max())):.3f}), replicate mean, and the convergence verdict:", "",
+             f"{math.log(int(table['classes'].max())):.3f}), replicate mean, and the convergence "
+             "verdict:", "",
              f"| target | L_h | {head} | verdict |", "|---" * (len(depths) + 3) + "|"]
     for target in table["target"].values:
         one, fit = table.sel(target=target), fits[str(target)]
@@ -115,25 +118,28 @@ def report(ds, record: str) -> str:
     lines += ["", "Test accuracy on 1024 fresh sentences per student, replicate mean:", "",
               f"| target | {head} |", "|---" * (len(depths) + 1) + "|"]
     for target in table["target"].values:
-        lines.append(f"| {target} | " + " | ".join(f"{v:.3f}" for v in
-                                                 table.sel(target=target)["accuracy"].mean("replicate").values) + " |")
-    lines += ["", f"Drop depth (smallest ℓ with loss < {DROP_FRACTION} ln n_c; > {max(depths)}: not within the run) "
-              "per replicate, against the threshold hypothesis (`compositional-threshold`: flat until ℓ ≈ L_h); "
-              "and where the deepest students' inputs exit (the record's exit rule; replicate mean, t interval "
-              "over replicates clipped to [0, 1]):", "",
+        accuracy = table.sel(target=target)["accuracy"].mean("replicate").values
+        lines.append(f"| {target} | " + " | ".join(f"{v:.3f}" for v in accuracy) + " |")
+    lines += ["", f"Drop depth (smallest ℓ with loss < {DROP_FRACTION} ln n_c; > {max(depths)}: "
+              "not within the run) per replicate, against the threshold hypothesis "
+              "(`compositional-threshold`: flat until ℓ ≈ L_h); and where the deepest students' inputs "
+              "exit (the record's exit rule; replicate mean, t interval over replicates clipped to [0, 1]):",
+              "",
               "| target | L_h | drop depth per replicate | hypothesis | exits in the first half [95%] "
               "| mean exit e/ℓ [95%] |",
               "|---|---|---|---|---|---|"]
     for target in table["target"].values:
         one = table.sel(target=target)
         drops = ", ".join(f"> {max(depths)}" if np.isinf(d) else f"{d:.0f}" for d in one["drop_depth"].values)
-        lines.append(f"| {target} | {int(one['hierarchy_depth'])} | {drops} | ≈ {int(one['hierarchy_depth'])} | "
+        lines.append(f"| {target} | {int(one['hierarchy_depth'])} | {drops} | "
+                     f"≈ {int(one['hierarchy_depth'])} | "
                      f"{with_interval(one['exit_early_fraction'])} | {with_interval(one['exit_depth'])} |")
     lengths = [float(v) for v in ds["length"].values]
     by_length = {length: hierarchy_table(ds.sel(length=[length])) for length in lengths}
-    lines += ["", "Drop depth per replicate at each training length (the verdict's shorter runs: a drop that moves "
-              "to smaller depths as training goes on):", "",
-              "| target | " + " | ".join(f"length {v:g}" for v in lengths) + " |", "|---" * (len(lengths) + 1) + "|"]
+    lines += ["", "Drop depth per replicate at each training length (the verdict's shorter runs: a drop "
+              "that moves to smaller depths as training goes on):", "",
+              "| target | " + " | ".join(f"length {v:g}" for v in lengths) + " |",
+              "|---" * (len(lengths) + 1) + "|"]
     for target in table["target"].values:
         cells = [", ".join(f"> {max(depths)}" if np.isinf(d) else f"{d:.0f}"
                            for d in by_length[v].sel(target=target)["drop_depth"].values) for v in lengths]
@@ -143,8 +149,9 @@ def report(ds, record: str) -> str:
 
 EXPERIMENT = Experiment(
     name="hierarchy",
-    summary="Residual students with a token embedding and a classification head on Random Hierarchy Model data "
-            "of hierarchy depths 2-4: the depth at which the loss drops, against L_h; early exit per input.",
+    summary="Residual students with a token embedding and a classification head on Random Hierarchy Model "
+            "data of hierarchy depths 2-4: the depth at which the loss drops, against L_h; early exit per "
+            "input.",
     presets=PRESETS, figure=figure, report=report,
     notes={"cpu": "v = 8, n_c = 8, m = 4, s = 2; width 32, depths 1-8, 3 replicates (own grammars), Adam",
            "gpu": "adds L_h = 5 (32 tokens), width 64, depths to 16, 80k steps; for a GPU"},

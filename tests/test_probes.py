@@ -235,7 +235,7 @@ def test_states_must_have_layers():
 def test_a_model_without_hidden_states_is_refused(monkeypatch):
     from types import SimpleNamespace
 
-    from resflow.llm import hf_probe
+    from resflow.llm.probes import hf_probe
 
     class NoStates(torch.nn.Module):
         config = SimpleNamespace(model_type="custom")

@@ -37,9 +37,9 @@ class Derivation:
     steps : tuple of (str, sympy.Basic)
         Intermediate results, for the generated documentation.
     status : {"derived", "hypothesis", "not observed"}
-        ``"hypothesis"`` marks a law stated (to be tested) rather than derived; ``"not observed"`` a hypothesis
-        whose prediction the measurements so far do not show (``evidence`` says which, where they are reported,
-        and for which architecture and budget: a run of another kind could still show it).
+        ``"hypothesis"`` marks a law stated (to be tested) rather than derived; ``"not observed"`` a
+        hypothesis whose prediction the measurements so far do not show (``evidence`` says which, where they
+        are reported, and for which architecture and budget: a run of another kind could still show it).
     relation : {"=", "proportional", "approximately"}
         How the two sides of ``expression`` relate: exactly, up to a dropped constant (written
         :math:`\\propto`), or to leading order (:math:`\\approx`).
@@ -47,7 +47,8 @@ class Derivation:
         What the numeric evaluator computes when it is not the right-hand side of ``expression`` (e.g. the
         scalar factor of an error that is that factor times a vector).
     evidence : str
-        For a law not observed: the measurements that do not show it, with the command and where they are reported.
+        For a law not observed: the measurements that do not show it, with the command and where they are
+        reported.
     """
 
     name: str
@@ -67,14 +68,15 @@ class Derivation:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {self.status!r}")
         if (self.status == "not observed") != bool(self.evidence):
-            raise ValueError("a law not observed states its evidence (and only such a law): the measurements that "
-                             "do not show it and where they are reported")
+            raise ValueError("a law not observed states its evidence (and only such a law): the measurements "
+                             "that do not show it and where they are reported")
         if self.relation not in RELATIONS:
             raise ValueError(f"relation must be one of {', '.join(RELATIONS)}; got {self.relation!r}")
 
     @property
     def target(self) -> sp.Basic:
-        """The expression the numeric evaluator computes (``value``, else the right-hand side of an ``Eq``)."""
+        """The expression the numeric evaluator computes (``value``, else the right-hand side of an
+        ``Eq``)."""
         if self.value is not None:
             return self.value
         return self.expression.rhs if isinstance(self.expression, sp.Eq) else self.expression

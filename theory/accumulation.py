@@ -34,11 +34,13 @@ l, m = sp.symbols("l m", integer=True, positive=True)
 
 ASSUMPTIONS = (
     "Output error = sum of the l local errors (first order: no amplification or damping between layers); "
-    "each local error has variance l^(-2q) and correlation C between layers. Loss = mean squared output error."
+    "each local error has variance l^(-2q) and correlation C between layers. "
+    "Loss = mean squared output error."
 )
 REFERENCES = (
     "Liu, Kangaslahti, Liu & Gore, arXiv:2602.05970 (2026), sec. on procedural vs ensemble regimes",
-    "Hairer, Nørsett & Wanner, Solving ODEs I, §II.3 (Lady Windermere's fan: global error = sum of local errors)",
+    "Hairer, Nørsett & Wanner, Solving ODEs I, §II.3 "
+    "(Lady Windermere's fan: global error = sum of local errors)",
 )
 
 INSTANCES = {
@@ -72,15 +74,15 @@ def _exponent(loss: sp.Expr) -> sp.Expr:
 def derive_coherent() -> Derivation:
     loss = _loss(sp.Integer(1), sp.Integer(0))
     return Derivation("accumulation-coherent", "local errors ~ l^-q added coherently: loss ~ l^(2-2q)",
-                      sp.Eq(sp.Symbol("loss"), loss), (ell, q), _exponent(loss), ASSUMPTIONS + " C = all ones.",
-                      REFERENCES, relation="proportional")
+                      sp.Eq(sp.Symbol("loss"), loss), (ell, q), _exponent(loss),
+                      ASSUMPTIONS + " C = all ones.", REFERENCES, relation="proportional")
 
 
 def derive_incoherent() -> Derivation:
     loss = _loss(sp.Integer(0), sp.Integer(1))
     return Derivation("accumulation-incoherent", "local errors ~ l^-q added incoherently: loss ~ l^(1-2q)",
-                      sp.Eq(sp.Symbol("loss"), loss), (ell, q), _exponent(loss), ASSUMPTIONS + " C = identity.",
-                      REFERENCES, relation="proportional")
+                      sp.Eq(sp.Symbol("loss"), loss), (ell, q), _exponent(loss),
+                      ASSUMPTIONS + " C = identity.", REFERENCES, relation="proportional")
 
 
 def derive_equicorrelated() -> Derivation:
@@ -102,7 +104,8 @@ def fgn_double_sum(n: int, hurst: sp.Expr = H) -> sp.Expr:
     """:math:`\\sum_{l,m<n} \\gamma_H(l-m)` for a concrete ``n`` (symbolic ``H``)."""
     def gamma(k):
         k = abs(k)
-        return sp.Rational(1, 2) * ((k + 1) ** (2 * hurst) - 2 * sp.Integer(k) ** (2 * hurst) + abs(k - 1) ** (2 * hurst))
+        return sp.Rational(1, 2) * ((k + 1) ** (2 * hurst) - 2 * sp.Integer(k) ** (2 * hurst)
+                                    + abs(k - 1) ** (2 * hurst))
     return sum(gamma(i - j) for i in range(n) for j in range(n))
 
 

@@ -14,10 +14,10 @@ and the loss is :math:`\ell^{-2q}\big(\rho\ell^2/K + (1-\rho)\ell\big)`.  With :
 errors add incoherently — so Euler students keep :math:`\alpha = 2`; the crossover from the
 incoherent to the coherent regime moves from :math:`(1-\rho)/\rho` to :math:`\ell^* = K(1-\rho)/\rho`.
 
-**Threshold and composition (hypotheses, not derived; not observed so far).**  Below :math:`\ell \approx K` a student
-cannot give each of the :math:`K` maps layers of its own; the study reads its causal-tracing result
-as functional groups dividing the labour, which suggests the loss stays near its shallow value
-until :math:`\ell \approx K` and only then falls with the within-group law.  For a purely
+**Threshold and composition (hypotheses, not derived; not observed so far).**  Below
+:math:`\ell \approx K` a student cannot give each of the :math:`K` maps layers of its own; the study reads its
+causal-tracing result as functional groups dividing the labour, which suggests the loss stays near its
+shallow value until :math:`\ell \approx K` and only then falls with the within-group law.  For a purely
 compositional target (the Random Hierarchy Model, :class:`resflow.RandomHierarchyModel`) nothing
 is left to average beyond :math:`K` composition steps, and the best to hope for is an
 exponential decay in :math:`\ell - K`.  Both are stated as piecewise laws so that they can be
@@ -49,14 +49,17 @@ RHM = ("Cagnetta, Petrini, Tomasini, Favero & Wyart, Phys. Rev. X 14, 031001 (20
 BELOW_K = ("its drops moved to smaller depths as training went on (at a quarter, half and all of the budget: "
            "> 8; > 8, 3, 3; 3, 2, 2 per grammar), and neither run converged")
 THRESHOLD_EVIDENCE = (
-    "not observed in residual MLP students at the cpu presets' budgets (no run converged): below K the loss is not flat. Students of grouped:8 teachers: 1.46e-2, 8.45e-3, 3.89e-3, 1.60e-3 at "
+    "not observed in residual MLP students at the cpu presets' budgets (no run converged): "
+    "below K the loss is not flat. Students of grouped:8 teachers: 1.46e-2, 8.45e-3, 3.89e-3, 1.60e-3 at "
     "l = 1, 2, 4, 8 (`resflow run compositional --preset cpu`); students of Random Hierarchy Model data of "
-    "hierarchy depth 4 (the grammar too large to memorise) fall below half the uniform-guess loss at l = 3, 2, 2 "
-    "(three grammars), before L_h = 4 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". docs/results.md.")
+    "hierarchy depth 4 (the grammar too large to memorise) fall below half the uniform-guess loss "
+    "at l = 3, 2, 2 (three grammars), before L_h = 4 (`resflow run hierarchy --preset cpu`); "
+    + BELOW_K + ". docs/results.md.")
 COMPOSITION_EVIDENCE = (
-    "not observed in residual MLP students at the cpu preset's budget (no run converged): its plateau below K is "
-    "not seen: on Random Hierarchy Model data of hierarchy depth 4 the loss falls "
-    "1.47, 0.675, 0.396 nats at l = 1, 2, 3 (`resflow run hierarchy --preset cpu`); " + BELOW_K + ". Beyond K "
+    "not observed in residual MLP students at the cpu preset's budget (no run converged): "
+    "its plateau below K is not seen: on Random Hierarchy Model data of hierarchy depth 4 the loss falls "
+    "1.47, 0.675, 0.396 nats at l = 1, 2, 3 (`resflow run hierarchy --preset cpu`); "
+    + BELOW_K + ". Beyond K "
     "the run is not converged (0.214, 0.148, 0.188 at l = 4, 6, 8), so the exponential tail is untested. "
     "docs/results.md.")
 
@@ -69,9 +72,11 @@ def derive_grouped() -> Derivation:
     exponent = sp.simplify(-ell * sp.diff(loss, ell) / loss)
     return Derivation(
         "accumulation-grouped",
-        "local errors correlated rho within K groups, independent between: loss ~ l^-2q (rho l^2/K + (1-rho) l)",
+        "local errors correlated rho within K groups, independent between: "
+        "loss ~ l^-2q (rho l^2/K + (1-rho) l)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, q, rho, K), exponent,
-        ASSUMPTIONS + " C block diagonal: K groups of l/K layers (K divides l), rho within a group, 0 between.",
+        ASSUMPTIONS + " C block diagonal: K groups of l/K layers (K divides l), "
+                      "rho within a group, 0 between.",
         (*REFERENCES, STUDY),
         steps=(("one group of n layers", sp.Eq(sp.Symbol("S_g"), per_group)),
                ("K groups of n = l/K layers", sp.Eq(sp.Symbol("S"), total)),

@@ -57,7 +57,8 @@ def stability_polynomial(tableau: ButcherTableau) -> sp.Expr:
 
 
 def error_constant(tableau: ButcherTableau) -> sp.Rational:
-    r""":math:`C = [z^{p+1}]\,(e^z - R(z)) = \frac{1}{(p+1)!} - b^\top A^p \mathbb 1`, derived from :math:`R`."""
+    r""":math:`C = [z^{p+1}]\,(e^z - R(z)) = \frac{1}{(p+1)!} - b^\top A^p \mathbb 1`, derived from
+    :math:`R`."""
     p = tableau.order
     taylor = sp.series(sp.exp(z), z, 0, p + 2).removeO()
     return sp.Rational(sp.expand(taylor - stability_polynomial(tableau)).coeff(z, p + 1))
@@ -77,20 +78,24 @@ def derive_global() -> Derivation:
     expression = sp.powsimp(leading.subs(u, exponent_term) * sp.exp(lam * T), force=True)
     return Derivation(
         name="discretisation-error",
-        title="global error of an order-p RK stack on h' = lambda h: e_L = -C (lambda T)^(p+1) e^(lambda T) L^-p h_0",
+        title="global error of an order-p RK stack on h' = lambda h: "
+              "e_L = -C (lambda T)^(p+1) e^(lambda T) L^-p h_0",
         # the error is a scalar times the vector h_0: the evaluator computes that scalar
         expression=sp.Eq(sp.Symbol("e_L"), expression * sp.Symbol("h_0"), evaluate=False),
         value=expression,
         parameters=(C, lam, T, L, p),
         exponent=2 * p,
         assumptions=(
-            "Linear field h' = lambda h (or A h: replace lambda T by A T), tied stack of depth L with step T/L, "
+            "Linear field h' = lambda h (or A h: replace lambda T by A T), "
+            "tied stack of depth L with step T/L, "
             "order-p explicit RK method with error constant C = 1/(p+1)! - b^T A^p 1 (exact per tableau: "
             "resflow.theory.discretisation.error_constant); leading order in 1/L. Squared error ~ L^(-2p)."
         ),
-        references=("Hairer, Nørsett & Wanner, Solving ODEs I (2nd ed.), §II.3 and §IV.2 (stability function)",),
+        references=("Hairer, Nørsett & Wanner, Solving ODEs I (2nd ed.), §II.3 and §IV.2 "
+                    "(stability function)",),
         steps=(
-            ("stability function of an order-p method", sp.Eq(sp.Symbol("R(z)"), sp.exp(z) * (1 - C * z ** (p + 1)))),
+            ("stability function of an order-p method",
+             sp.Eq(sp.Symbol("R(z)"), sp.exp(z) * (1 - C * z ** (p + 1)))),
             ("L log R(lambda T / L) - lambda T", exponent_term.subs(eps, 1 / L)),
         ),
     )
@@ -112,7 +117,8 @@ def _differential_name(tree) -> str:
 
 
 def local_error(tableau: ButcherTableau, order: int | None = None) -> sp.Expr:
-    r"""Leading local error :math:`\sum_{|\tau|=p+1} (\Phi(\tau) - 1/\gamma(\tau))/\sigma(\tau)\, F(\tau)` (times :math:`h^{p+1}`)."""
+    r"""Leading local error :math:`\sum_{|\tau|=p+1} (\Phi(\tau) - 1/\gamma(\tau))/\sigma(\tau)\, F(\tau)`
+    (times :math:`h^{p+1}`)."""
     n = (tableau.order if order is None else order) + 1
     h = sp.Symbol("h")
     a = [[sp.Rational(x) for x in row] for row in tableau.a]
@@ -136,7 +142,8 @@ def derive_local() -> Derivation:
         parameters=(),
         exponent=None,
         assumptions=(
-            "Autonomous field f in C^(p+1) near the trajectory; B-series of the exact flow and of the method; "
+            "Autonomous field f in C^(p+1) near the trajectory; "
+            "B-series of the exact flow and of the method; "
             "leading term in h. Per tableau: resflow.theory.discretisation.local_error(tableau)."
         ),
         references=("Hairer, Nørsett & Wanner, Solving ODEs I (2nd ed.), §II.2, Thm. 2.11 and 2.13",),

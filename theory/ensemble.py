@@ -44,7 +44,8 @@ def derive_equicorrelated() -> Derivation:
         "ensemble-equicorrelated",
         "MSE of the mean of L members with equicorrelated noise: sigma^2 (rho + (1-rho)/L)",
         sp.Eq(sp.Symbol("MSE"), mse), (L, sigma, rho), _exponent(mse),
-        "Members = truth + sigma z_i, z unit-variance with Corr(z_i, z_j) = rho (i != j); output = member mean. "
+        "Members = truth + sigma z_i, z unit-variance with Corr(z_i, z_j) = rho (i != j); "
+        "output = member mean. "
         "Exact for every L (no Gaussianity needed for the mean).",
         REFERENCES,
     )

@@ -68,8 +68,9 @@ def block_second_order_sum() -> sp.Expr:
 
 
 def rough_share_iid() -> sp.Expr:
-    r""":math:`1 - \frac{1}{k^2}\mathbf 1^\top I_k \mathbf 1`: fluctuation share of a block of independent layers
-    (the double sum of :func:`resflow.theory.accumulation.ones_quadratic_form` with :math:`C = I`)."""
+    r""":math:`1 - \frac{1}{k^2}\mathbf 1^\top I_k \mathbf 1`: fluctuation share of a block of independent
+    layers (the double sum of :func:`resflow.theory.accumulation.ones_quadratic_form` with
+    :math:`C = I`)."""
     return sp.factor(1 - ones_quadratic_form(sp.Integer(0), sp.Integer(1), k) / k**2)
 
 
@@ -89,8 +90,9 @@ def derive_ensemble() -> Derivation:
         "finite-teacher-ensemble",
         "student of a rough teacher of depth L_T: A (1/l - 1/L_T) (ensemble law, exact block sums)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, A), _exponent(loss),
-        "Teacher layers independent; a student layer learns its block's mean, the fluctuations (share r(k) of "
-        "the variance, k = L_T/l) act as independent errors of the l layers. l divides L_T.",
+        "Teacher layers independent; a student layer learns its block's mean, "
+        "the fluctuations (share r(k) of the variance, k = L_T/l) act as independent errors of the l layers. "
+        "l divides L_T.",
         REFERENCES,
         steps=(("fluctuation share of a block of k independent layers", sp.Eq(sp.Symbol("r"), share)),
                ("finite-teacher factor F = law / its L_T -> oo limit", sp.Eq(sp.Symbol("F"), _factor(loss)))),
@@ -115,8 +117,9 @@ def derive_procedural_coherent() -> Derivation:
         "finite-teacher-procedural-coherent",
         "Euler student of a tied teacher of depth L_T, local errors coherent: A (1/l - 1/L_T)^2",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, A), _exponent(loss),
-        "Tied teacher = L_T Euler steps of one field f (step T/L_T); Euler student of step T/l with the block's "
-        "field; leading order; the l local errors add coherently. l divides L_T.",
+        "Tied teacher = L_T Euler steps of one field f (step T/L_T); "
+        "Euler student of step T/l with the block's field; "
+        "leading order; the l local errors add coherently. l divides L_T.",
         REFERENCES,
         steps=(("f'f coefficient of k composed Euler steps (discrete sum)", sp.Eq(sp.Symbol("S_k"),
                                                                                   block_second_order_sum())),
@@ -160,18 +163,21 @@ def derive_procedural_modified() -> Derivation:
     assert sp.simplify(factor - (1 - ell / L_T) ** 2) == 0
     return Derivation(
         "finite-teacher-procedural-modified",
-        "trained student of a tied teacher of depth L_T: A eps l^(c-3) (1 - l/L_T)^2 (modified field, coherence l^c)",
+        "trained student of a tied teacher of depth L_T: A eps l^(c-3) (1 - l/L_T)^2 "
+        "(modified field, coherence l^c)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, A, c, epsilon), _exponent(loss),
-        "Tied teacher = L_T Euler steps of one field (step T/L_T); a student layer reproduces k s f exactly and leaves "
-        "a share epsilon of the Euler student's second-order local error (a modified field); the layers' errors "
-        "reach the output with coherence l^c (c = 1 coherent, c = 0 incoherent). Leading order in s and H; l divides "
-        "L_T. The finite-teacher factor stays (1 - l/L_T)^2 as long as epsilon and c do not depend on l: a share "
-        "epsilon(l) ~ l^eta shifts the exponent by -eta, and a student whose layers cancel each other's second-order "
-        "error (a higher-order scheme across layers) leaves a third-order error with another discrete sum, where "
-        "this factor no longer applies. Both are measured: resflow.probing.tracking.",
+        "Tied teacher = L_T Euler steps of one field (step T/L_T); a student layer reproduces k s f exactly "
+        "and leaves a share epsilon of the Euler student's second-order local error (a modified field); "
+        "the layers' errors reach the output with coherence l^c (c = 1 coherent, c = 0 incoherent). "
+        "Leading order in s and H; l divides L_T. The finite-teacher factor stays (1 - l/L_T)^2 as long as "
+        "epsilon and c do not depend on l: a share epsilon(l) ~ l^eta shifts the exponent by -eta, and a "
+        "student whose layers cancel each other's second-order error (a higher-order scheme across layers) "
+        "leaves a third-order error with another discrete sum, where this factor no longer applies. "
+        "Both are measured: resflow.probing.tracking.",
         REFERENCES,
         steps=(("the Euler student's local error per layer, in units of f'f", sp.Eq(sp.Symbol("e_l"), local)),
-               ("loss = coherence x layers x share left x (Euler local error)^2", sp.Eq(sp.Symbol("loss"), derived)),
+               ("loss = coherence x layers x share left x (Euler local error)^2",
+                sp.Eq(sp.Symbol("loss"), derived)),
                ("finite-teacher factor F", sp.Eq(sp.Symbol("F"), factor))),
     )
 
@@ -185,10 +191,10 @@ def derive_higher_order_floor() -> Derivation:
         "finite-teacher-higher-order",
         "order-p student block (p >= 2) of an Euler teacher of depth L_T: A l^(-2p) + B / L_T^2 (a floor)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, p, A, B), _exponent(loss),
-        "The student's block matches the flow's H^2/2 f'f, which the teacher's k Euler steps miss by H s / 2 per "
-        "block: summed coherently over the l blocks, T^2/(2 L_T) f'f, independent of l; the student's own "
-        "truncation error adds A l^(-2p) (coherent, leading order; the two are different elementary "
-        "differentials, so their squares add).",
+        "The student's block matches the flow's H^2/2 f'f, which the teacher's k Euler steps miss "
+        "by H s / 2 per block: summed coherently over the l blocks, T^2/(2 L_T) f'f, independent of l; "
+        "the student's own truncation error adds A l^(-2p) (coherent, leading order; the two are different "
+        "elementary differentials, so their squares add).",
         REFERENCES,
         steps=(("what the teacher's k Euler steps miss of the flow's f'f term, per student block",
                 sp.Eq(sp.Symbol("m_l"), teacher_miss)),),

@@ -80,9 +80,11 @@ def _ensemble_damage(w_other: sp.Expr, w_self: sp.Expr) -> sp.Expr:
 def derive_lesion_ensemble() -> Derivation:
     damage = _ensemble_damage(sp.Integer(0), -1 / ell)
     return Derivation(
-        "lesion-ensemble", "Damage of skipping one layer of a noisy ensemble: (m^2 + sigma^2)/ell^2, flat in l",
+        "lesion-ensemble",
+        "Damage of skipping one layer of a noisy ensemble: (m^2 + sigma^2)/ell^2, flat in l",
         sp.Eq(D, damage), (ell, m, sigma), _exponent(damage),
-        "Updates u_k/ell with u_k = m + sigma z_k (z unit variance, equicorrelated rho, not reading the stream); "
+        "Updates u_k/ell with u_k = m + sigma z_k "
+        "(z unit variance, equicorrelated rho, not reading the stream); "
         "the output is their sum.  D = E(y' - y)^2 per coordinate; exact for every ell and every layer l.",
         REFERENCES, steps=(("y' - y", -sp.Symbol("u_l") / ell),),
     )
@@ -97,9 +99,11 @@ def derive_lesion_rescaled_ensemble() -> Derivation:
         "lesion-rescaled-ensemble",
         "Damage of skipping one layer of a noisy ensemble and rescaling the rest by ell/(ell - 1)",
         sp.Eq(D, damage), (ell, sigma, rho), _exponent(damage),
-        "As lesion-ensemble; the other layers' updates are multiplied by ell/(ell - 1), so the weights sum to 1 "
-        "again and the common update m cancels: only layer l's own noise is lost.  Exact for every ell, l.",
-        REFERENCES, steps=(("sum of the weights", sp.simplify((ell - 1) * (1 / (ell - 1) - 1 / ell) - 1 / ell)),),
+        "As lesion-ensemble; the other layers' updates are multiplied by ell/(ell - 1), "
+        "so the weights sum to 1 again and the common update m cancels: "
+        "only layer l's own noise is lost.  Exact for every ell, l.",
+        REFERENCES,
+        steps=(("sum of the weights", sp.simplify((ell - 1) * (1 / (ell - 1) - 1 / ell) - 1 / ell)),),
     )
 
 
@@ -108,8 +112,8 @@ def derive_swap_ensemble() -> Derivation:
     return Derivation(
         "swap-ensemble", "Damage of swapping two adjacent layers of a noisy ensemble: 0",
         sp.Eq(D, damage), (ell,), None,
-        "As lesion-ensemble: the output is a sum of updates that do not read the stream, so it does not depend "
-        "on their order (measured: zero to round-off).",
+        "As lesion-ensemble: the output is a sum of updates that do not read the stream, "
+        "so it does not depend on their order (measured: zero to round-off).",
         REFERENCES,
     )
 
@@ -122,8 +126,9 @@ def derive_lesion_flow() -> Derivation:
     return Derivation(
         "lesion-flow", "Damage of skipping layer l of an Euler-discretised flow: h^2 a^2/(ell + a)^2",
         sp.Eq(D, exact), (ell, a, h), _exponent(leading),
-        "Scalar linear field dh/dt = a(t) h, Euler steps h_{k+1} = (1 + a_k/ell) h_k; a = a(l/ell) is the field's "
-        "rate at the lesioned layer, h = |h_ell| the output.  Exact for this model; to leading order "
+        "Scalar linear field dh/dt = a(t) h, Euler steps h_{k+1} = (1 + a_k/ell) h_k; "
+        "a = a(l/ell) is the field's rate at the lesioned layer, h = |h_ell| the output.  "
+        "Exact for this model; to leading order "
         "D = |Phi(1, t_l) f(t_l, h(t_l))|^2/ell^2 for any smooth field (flat in l/ell when autonomous).",
         REFERENCES, steps=(("leading order", leading),),
     )
@@ -140,8 +145,9 @@ def derive_lesion_rescaled_flow() -> Derivation:
         "lesion-rescaled-flow",
         "Damage of skipping layer l of an Euler flow and rescaling the rest: h^2 (a - abar)^2/ell^2",
         sp.Eq(D, value), (ell, a, abar, h), _exponent(value),
-        "As lesion-flow; the other steps are lengthened by ell/(ell - 1).  abar is the mean rate of the layers "
-        "(sum_k a_k / ell); leading order in 1/ell.  Rescaling repairs the lesion where a(l/ell) = abar (for "
+        "As lesion-flow; the other steps are lengthened by ell/(ell - 1).  "
+        "abar is the mean rate of the layers (sum_k a_k / ell); leading order in 1/ell.  "
+        "Rescaling repairs the lesion where a(l/ell) = abar (for "
         "an autonomous field, everywhere, leaving O(ell^-4)).",
         REFERENCES, relation="approximately", steps=(("log of the output ratio, first order", first),),
     )
@@ -160,9 +166,11 @@ def derive_swap_flow() -> Derivation:
     return Derivation(
         "swap-flow", "Damage of swapping adjacent layers of an Euler flow: c^2 ell^(-4 - 2 gamma)",
         sp.Eq(D, damage), (ell, norm, gamma), _exponent(damage),
-        "Linear layers I + A_k/ell (matrices, non-commuting); adjacent layers differ by delta = |A_{l+1} - A_l| "
-        "= ell^-gamma (gamma = 1: a smooth flow, gamma = 0: independent layers).  The swap changes the product "
-        "by [A_{l+1}, A_l]/ell^2 = delta [C, A]/ell^2; c is that commutator's size at the output.  Leading order.",
+        "Linear layers I + A_k/ell (matrices, non-commuting); "
+        "adjacent layers differ by delta = |A_{l+1} - A_l| = ell^-gamma "
+        "(gamma = 1: a smooth flow, gamma = 0: independent layers).  "
+        "The swap changes the product by [A_{l+1}, A_l]/ell^2 = delta [C, A]/ell^2; "
+        "c is that commutator's size at the output.  Leading order.",
         REFERENCES, relation="proportional", steps=(("swapped - original", difference),),
     )
 
@@ -174,7 +182,8 @@ def derive_trace_ensemble() -> Derivation:
     share = (1 + 2 * (ell - 1) * rho) / (ell * (1 + (ell - 1) * rho))
     assert sp.simplify(share - (1 - kept / full)) == 0
     return Derivation(
-        "trace-ensemble", "Recovered share of restoring one layer's clean update in a noisy ensemble (flat in l)",
+        "trace-ensemble",
+        "Recovered share of restoring one layer's clean update in a noisy ensemble (flat in l)",
         sp.Eq(R, share), (ell, rho), sp.factor(_exponent(share)),
         "Layers whose updates do not read the stream; corrupting the input changes update k by delta_k, "
         "delta equicorrelated rho along depth with equal variances; restoring layer l's clean update removes "
@@ -186,13 +195,16 @@ def derive_trace_ensemble() -> Derivation:
 
 def derive_trace_flow() -> Derivation:
     R = sp.Symbol("R")
-    share = 1 - ell**2 / (ell + a) ** 2  # the output error shrinks by 1/(1 + a_l/ell) when layer l's update is clean
+    # the output error shrinks by 1/(1 + a_l/ell) when layer l's update is clean
+    share = 1 - ell**2 / (ell + a) ** 2
     leading = sp.series(share, ell, sp.oo, 2).removeO()
     return Derivation(
-        "trace-flow", "Recovered share of restoring one layer's clean update in an Euler flow: 1 - ell^2/(ell + a)^2",
+        "trace-flow",
+        "Recovered share of restoring one layer's clean update in an Euler flow: 1 - ell^2/(ell + a)^2",
         sp.Eq(R, share), (ell, a), _exponent(leading),
-        "Scalar linear field dh/dt = a(t) h, Euler steps; the input corrupted by any eta.  Layer l's clean update "
-        "keeps the state error e_l instead of (1 + a_l/ell) e_l, so the output error shrinks by 1/(1 + a_l/ell).  "
+        "Scalar linear field dh/dt = a(t) h, Euler steps; the input corrupted by any eta.  "
+        "Layer l's clean update keeps the state error e_l instead of (1 + a_l/ell) e_l, "
+        "so the output error shrinks by 1/(1 + a_l/ell).  "
         "Exact for this model; to leading order 2 a(l/ell)/ell, following the field's rate.",
         REFERENCES, steps=(("leading order", leading),),
     )

@@ -28,7 +28,8 @@ kappa3 = sp.Symbol("kappa_3")
 
 
 def kl_series_check(vocab: int = 3) -> sp.Expr:
-    """Exact check on a symbolic distribution over ``vocab`` outcomes; returns the remainder (0 if the law holds).
+    """Exact check on a symbolic distribution over ``vocab`` outcomes; returns the remainder (0 if the law
+    holds).
 
     Computes the series of :math:`\\mathrm{KL}` in :math:`s = 1/T`-scaled errors to third order and
     subtracts :math:`s^2\\kappa_2/2 + s^3\\kappa_3/6`.
@@ -55,7 +56,8 @@ def derive() -> Derivation:
         "KL(teacher || student) at temperature T ~ Var_p(logit error) / (2 T^2)",
         sp.Eq(sp.Symbol("KL"), leading), (var, T), None,
         "Small logit error delta relative to T; p = softmax(z/T) the teacher distribution. Next term "
-        "kappa_3 / (6 T^3) (third cumulant of delta under p). Checked exactly on a symbolic 3-outcome distribution.",
+        "kappa_3 / (6 T^3) (third cumulant of delta under p). "
+        "Checked exactly on a symbolic 3-outcome distribution.",
         ("T. M. Cover & J. A. Thomas, Elements of Information Theory, 2nd ed. (2006) (cumulant expansions)",),
         steps=(("with the third-order term", sp.Eq(sp.Symbol("KL"), leading + kappa3 / (6 * T**3))),),
         relation="approximately",

@@ -51,10 +51,12 @@ def derive() -> Derivation:
     model_loss = sp.Function("L^{*}")(N)  # the width and depth parts of the loss at the optimal split
     return Derivation(
         "llm-depth-width",
-        "loss-optimal width and depth at fixed N = 12 m^2 l; N-exponent alpha_m alpha_l / (alpha_m + 2 alpha_l)",
+        "loss-optimal width and depth at fixed N = 12 m^2 l; "
+        "N-exponent alpha_m alpha_l / (alpha_m + 2 alpha_l)",
         sp.Eq(model_loss, prefactor * N ** -alpha_N), (N, c_m, alpha_m, c_l, alpha_l), None,
-        "Additive power laws in width m and depth ell (plus data and irreducible terms that do not depend on the "
-        "split); N = 12 m^2 ell; interior optimum.",
+        "Additive power laws in width m and depth ell "
+        "(plus data and irreducible terms that do not depend on the split); "
+        "N = 12 m^2 ell; interior optimum.",
         ("Kaplan et al., arXiv:2001.08361 (2020) (N ~ 12 d_model^2 n_layer)",
          "Liu, Kangaslahti, Liu & Gore, arXiv:2602.05970 (2026) (the decomposition)"),
         steps=(

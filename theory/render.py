@@ -83,7 +83,8 @@ def _en_dashes(doc: str) -> str:
             out.append(line)
             continue
         parts = _CODE_SPAN.split(line)  # odd entries are code spans
-        out.append("".join(part if k % 2 else _DOUBLE_DASH.sub(EN_DASH, part) for k, part in enumerate(parts)))
+        out.append("".join(part if k % 2 else _DOUBLE_DASH.sub(EN_DASH, part)
+                           for k, part in enumerate(parts)))
     return "\n".join(out)
 
 
@@ -111,14 +112,16 @@ def render_markdown() -> str:
         d = derive()
         parts.append(f"\n## `{name}`: {d.title}\n")
         if d.status == "hypothesis":
-            parts.append("\n**Status: hypothesis** — stated to be tested against simulation, not derived.\n\n")
+            parts.append("\n**Status: hypothesis** — stated to be tested against simulation, "
+                         "not derived.\n\n")
         elif d.status == "not observed":
-            parts.append(f"\n**Status: not observed** — a hypothesis, not derived, that the measurements so far do "
-                         f"not show; {d.evidence}\n\n")
+            parts.append(f"\n**Status: not observed** — a hypothesis, not derived, "
+                         f"that the measurements so far do not show; {d.evidence}\n\n")
         module = inspect.getmodule(derive).__name__
         if module not in seen_modules:
             seen_modules.add(module)
-            parts.append(f"*Derivation (module `{module.replace('resflow.', '')}`):*\n\n{_module_doc(derive)}\n")
+            parts.append(f"*Derivation (module `{module.replace('resflow.', '')}`):*\n\n"
+                         f"{_module_doc(derive)}\n")
         else:
             parts.append(f"*Derivation: see module `{module.replace('resflow.', '')}` above.*\n")
         parts.append(f"\n**Result.**\n\n$$\n{latex(d.expression, d.relation)}\n$$\n")

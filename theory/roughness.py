@@ -8,7 +8,8 @@ fluctuation about it.  With unit-variance weights correlated along depth by :mat
 fraction of the weight variance in the fluctuations is
 
 .. math:: r(k) = 1 - \frac{\mathbf 1^\top C_k \mathbf 1}{k^2}
-          \;=\; (1-\rho)\big(1 - \tfrac1k\big) \ \text{(correlated)}, \qquad 1 - k^{2H-2}\ \text{(fractional)} .
+          \;=\; (1-\rho)\big(1 - \tfrac1k\big) \ \text{(correlated)},
+          \qquad 1 - k^{2H-2}\ \text{(fractional)} .
 
 Assumptions: (A1) the block means form a field that varies smoothly along depth, which the student
 learns as a discretised flow, in the procedural regime with exponent :math:`\alpha_s`
@@ -18,7 +19,8 @@ ensemble regime with exponent 1; (A3) the two parts are independent, so their lo
 proportion to its share of the variance; the amplitudes :math:`A_r, A_s` are those of the
 independent (:math:`\rho = 0`) and tied (:math:`\rho = 1`) teachers of the same architecture.  Then
 
-.. math:: \mathcal L(\ell) = A_r\, r(L_T/\ell)\, \ell^{-1} + A_s\, \big(1 - r(L_T/\ell)\big)\, \ell^{-\alpha_s} .
+.. math:: \mathcal L(\ell) = A_r\, r(L_T/\ell)\, \ell^{-1}
+          + A_s\, \big(1 - r(L_T/\ell)\big)\, \ell^{-\alpha_s} .
 
 The steep term dominates shallow students; the :math:`\ell^{-1}` term takes over at the crossover
 depth :math:`\ell^*`, which for the correlated teacher (:math:`k \gg 1`) is
@@ -43,13 +45,15 @@ A_r, A_s, alpha_s = sp.symbols("A_r A_s alpha_s", positive=True)
 rho = sp.Symbol("rho", nonnegative=True)
 H = sp.Symbol("H", positive=True)
 ASSUMPTIONS = (
-    "(A1) block means of the teacher weights are learned as a smooth flow (procedural regime, exponent alpha_s); "
+    "(A1) block means of the teacher weights are learned as a smooth flow "
+    "(procedural regime, exponent alpha_s); "
     "(A2) fluctuations within a block are learned only on average (ensemble regime, exponent 1); "
     "(A3) losses of the two independent parts add in proportion to their variance shares; A_r, A_s are the "
     "independent- and tied-teacher amplitudes. Student depth ell divides the teacher depth L_T."
 )
 REFERENCES = (
-    "Marion, Fermanian, Biau & Vert, 'Scaling ResNets in the large-depth regime' (weights with Hurst regularity)",
+    "Marion, Fermanian, Biau & Vert, 'Scaling ResNets in the large-depth regime' "
+    "(weights with Hurst regularity)",
     "Liu, Kangaslahti, Liu & Gore, arXiv:2602.05970 (2026) (independent vs tied teachers)",
 )
 
@@ -75,7 +79,8 @@ def _exponent(loss: sp.Expr) -> sp.Expr:
 
 def derive_correlated_linear() -> Derivation:
     loss = _readable(_law(rough_fraction_correlated()),
-                     A_r * (1 - rho) * (1 / ell - 1 / L_T) + A_s * ell ** (-alpha_s) * (1 - (1 - rho) * (1 - ell / L_T)))
+                     A_r * (1 - rho) * (1 / ell - 1 / L_T)
+                     + A_s * ell ** (-alpha_s) * (1 - (1 - rho) * (1 - ell / L_T)))
     large_k = A_r * (1 - rho) / ell + A_s * rho * ell ** (-alpha_s)
     crossover = sp.solve(sp.Eq(A_r * (1 - rho) / ell, A_s * rho * ell ** (-alpha_s)), ell)
     return Derivation(
@@ -84,7 +89,8 @@ def derive_correlated_linear() -> Derivation:
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, rho, A_r, A_s, alpha_s), _exponent(loss),
         ASSUMPTIONS, REFERENCES,
         steps=(
-            ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_correlated())),
+            ("rough share of the weight variance in a block of k layers",
+             sp.Eq(sp.Symbol("r"), rough_fraction_correlated())),
             ("large-k form", sp.Eq(sp.Symbol("loss"), large_k)),
             ("crossover depth (large k)", sp.Eq(sp.Symbol("ell^*"), crossover[0])),
         ),
@@ -101,9 +107,11 @@ def derive_fractional_linear() -> Derivation:
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, H, A_r, A_s, alpha_s), _exponent(loss),
         ASSUMPTIONS, REFERENCES,
         steps=(
-            ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_fractional())),
+            ("rough share of the weight variance in a block of k layers",
+             sp.Eq(sp.Symbol("r"), rough_fraction_fractional())),
             ("learnable (smooth) share at student depth ell", sp.Eq(sp.Symbol("1 - r"), smooth_share)),
-            ("crossover depth when r is close to 1", sp.Eq(sp.Symbol("ell^*"), crossover[0] if crossover else sp.nan)),
+            ("crossover depth when r is close to 1",
+             sp.Eq(sp.Symbol("ell^*"), crossover[0] if crossover else sp.nan)),
         ),
     )
 
@@ -133,7 +141,8 @@ def _readable(derived: sp.Expr, readable: sp.Expr) -> sp.Expr:
 
 def derive_correlated() -> Derivation:
     loss = _readable(_refined(rough_fraction_correlated(), rho),
-                     A_r * (1 - rho) * (1 / ell - 1 / L_T) + A_s * rho**2 * ell ** (-alpha_s) * (1 - ell / L_T) ** 2)
+                     A_r * (1 - rho) * (1 / ell - 1 / L_T)
+                     + A_s * rho**2 * ell ** (-alpha_s) * (1 - ell / L_T) ** 2)
     large_k = A_r * (1 - rho) / ell + A_s * rho**2 * ell ** (-alpha_s)
     crossover = sp.solve(sp.Eq(A_r * (1 - rho) / ell, A_s * rho**2 * ell ** (-alpha_s)), ell)
     return Derivation(
@@ -142,8 +151,10 @@ def derive_correlated() -> Derivation:
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, rho, A_r, A_s, alpha_s), _exponent(loss),
         REFINED_ASSUMPTIONS, REFERENCES,
         steps=(
-            ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_correlated())),
-            ("squared amplitude of the shared field, relative to the tied teacher's", sp.Eq(sp.Symbol("a^2"), rho)),
+            ("rough share of the weight variance in a block of k layers",
+             sp.Eq(sp.Symbol("r"), rough_fraction_correlated())),
+            ("squared amplitude of the shared field, relative to the tied teacher's",
+             sp.Eq(sp.Symbol("a^2"), rho)),
             ("large-k form", sp.Eq(sp.Symbol("loss"), large_k)),
             ("crossover depth (large k)", sp.Eq(sp.Symbol("ell^*"), crossover[0])),
         ),
@@ -161,7 +172,8 @@ def derive_fractional() -> Derivation:
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, H, A_r, A_s, alpha_s), -ell * sp.diff(loss, ell) / loss,
         REFINED_ASSUMPTIONS, REFERENCES,
         steps=(
-            ("rough share of the weight variance in a block of k layers", sp.Eq(sp.Symbol("r"), rough_fraction_fractional())),
+            ("rough share of the weight variance in a block of k layers",
+             sp.Eq(sp.Symbol("r"), rough_fraction_fractional())),
             ("squared amplitude of the learnable (block-mean) field at student depth ell",
              sp.Eq(sp.Symbol("a^2"), smooth_share)),
         ),

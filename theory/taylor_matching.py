@@ -11,8 +11,9 @@ the tableau.  Up to order 4 the scalar non-autonomous problem separates all elem
 differentials (Butcher 1963; Hairer, Nørsett & Wanner, *Solving ODEs I*, §II.2), so these
 conditions span exactly the rooted-tree conditions
 :math:`\Phi(\tau) = 1/\gamma(\tau)`, :math:`|\tau| \le 4`: 1, 1, 2, 4 independent conditions at
-orders 1–4 (verified by :func:`conditions_span_equal` in :func:`derive`).  From order 5 on the scalar problem merges trees, which is why resflow checks
-higher orders with the B-series (rooted-tree) form in :mod:`resflow.dynamics.rooted_trees`.
+orders 1–4 (verified by :func:`conditions_span_equal` in :func:`derive`).  From order 5 on the scalar
+problem merges trees, which is why resflow checks higher orders with the B-series (rooted-tree) form in
+:mod:`resflow.dynamics.rooted_trees`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ __all__ = ["tableau_symbols", "taylor_conditions", "tree_conditions", "condition
 
 def tableau_symbols(stages: int) -> tuple[list[list[sp.Expr]], list[sp.Symbol], list[sp.Expr]]:
     """Generic explicit tableau: ``a`` (strictly lower symbols), ``b``, and ``c`` = row sums."""
-    a = [[sp.Symbol(f"a{i + 1}{j + 1}") if j < i else sp.Integer(0) for j in range(stages)] for i in range(stages)]
+    a = [[sp.Symbol(f"a{i + 1}{j + 1}") if j < i else sp.Integer(0) for j in range(stages)]
+         for i in range(stages)]
     b = [sp.Symbol(f"b{i + 1}") for i in range(stages)]
     c = [sum(row, sp.Integer(0)) for row in a]
     return a, b, c

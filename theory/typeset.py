@@ -56,8 +56,8 @@ def latex(expr: sp.Basic, relation: str = "=") -> str:
     return sp.latex(expr, symbol_names=names)
 
 
-_UNICODE = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "kappa": "κ", "lambda": "λ",
-            "rho": "ρ", "sigma": "σ", "ell": "ℓ"}
+_UNICODE = {"alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "kappa": "κ",
+            "lambda": "λ", "rho": "ρ", "sigma": "σ", "ell": "ℓ"}
 
 
 def pretty(expr: sp.Basic) -> str:

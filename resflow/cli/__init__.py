@@ -4,13 +4,15 @@
 module          commands
 ==============  ==================================================================================
 ``app``         the Typer application; clean errors (exit 2), progress with ETA, Ctrl-C (exit 130)
-``simulate``    ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`), ``bench`` (:func:`resflow.training.run_bench`)
+``simulate``    ``run``, ``fit``, ``demo`` (:mod:`resflow.workflows`),
+                ``bench`` (:func:`resflow.training.run_bench`)
 ``models``      ``llm-fit``, ``probe``, ``compare``
 ``listing``     ``tableaux``, ``theory``
 ``stores``      ``store check``, ``store gc`` (:class:`resflow.store.Store`)
 ``fit_tables``  what a run or fit prints: the separation, the exponents, verdict v2, why a series is a bound
 ``tables``      rich tables fitted to the width they are given: wrapped at spaces, or a list
-``names``       names in help (entry points, a checked list: no torch); ``run --list``, ``--list-keys``, ``demo --list``
+``names``       names in help (entry points, a checked list: no torch); ``run --list``, ``--list-keys``,
+                ``demo --list``
 ``__main__``    ``python -m resflow.cli``
 ==============  ==================================================================================
 
@@ -26,7 +28,8 @@ INTERRUPTED = 130  # as resflow.cli.app.INTERRUPTED: the exit status a shell rep
 LOADING_INTERRUPTED = "interrupted while the command line loaded; nothing was done\n"
 
 try:  # light: the commands import torch, scipy and xarray inside their functions, when they run
-    from . import simulate, models, listing, stores  # noqa: F401, I001  (registers the commands, in this order)
+    # registers the commands, in this order
+    from . import simulate, models, listing, stores  # noqa: F401, I001
     from .app import app
 except KeyboardInterrupt:  # Ctrl-C while the command line loads: one line and exit 130, never a traceback
     if hasattr(sys, "ps1"):  # an interactive session: an interrupted import is the user's to see
@@ -48,6 +51,7 @@ def main() -> None:  # console-script entry point (pyproject.toml) and ``python 
     warnings.formatwarning = _one_line_warning  # e.g. a deprecated --set key: what to write instead
     try:
         app()  # builds the click commands (typer reads their annotations: help text, names), then runs one
-    except KeyboardInterrupt:  # Ctrl-C while the commands are built; once one runs, resflow.cli.app handles it
+    # Ctrl-C while the commands are built; once one runs, resflow.cli.app handles it
+    except KeyboardInterrupt:
         sys.stderr.write(LOADING_INTERRUPTED)
         raise SystemExit(INTERRUPTED) from None

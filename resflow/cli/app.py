@@ -22,7 +22,8 @@ __all__ = ["app", "console", "err_console", "user_errors", "progress_bar", "plai
            "Device", "JsonFlag", "DEVICES", "DEFAULT_STORE"]
 
 # The command-line grammar (docs/cli.md), one definition each: every command that runs work takes --device
-# auto|cpu|cuda (default auto); --json is an on/off flag that prints machine output on stdout; --out is a store.
+# auto|cpu|cuda (default auto); --json is an on/off flag that prints machine output on stdout; --out is a
+# store.
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_STORE = Path("results")
 
@@ -34,24 +35,28 @@ def _device(value: str) -> str:
 
 
 Device = Annotated[str, typer.Option(metavar="[auto|cpu|cuda]", callback=_device,
-                                     help="Where the work runs: auto (cuda when available, else cpu), cpu or cuda.")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON) on stdout; messages and "
-                                                      "progress stay on stderr.")]
+                                     help="Where the work runs: auto (cuda when available, else cpu), "
+                                          "cpu or cuda.")]
+JsonFlag = Annotated[bool, typer.Option("--json",
+                                        help="Machine-readable output (JSON) on stdout; messages and "
+                                             "progress stay on stderr.")]
 
 
 
 def _following_columns(console: Console) -> Console:
-    """``console`` with its width read from ``COLUMNS`` (or the terminal) at every print: rich fixes the width it
-    finds in ``COLUMNS`` when the console is made, and this one is made once, at import."""
+    """``console`` with its width read from ``COLUMNS`` (or the terminal) at every print: rich fixes the
+    width it finds in ``COLUMNS`` when the console is made, and this one is made once, at import."""
     console._width = console._height = None
     return console
 
 
 console = _following_columns(Console())  # results (stdout)
-err_console = _following_columns(Console(stderr=True))  # errors and progress (stderr: --json output stays clean)
+# errors and progress (stderr: --json output stays clean)
+err_console = _following_columns(Console(stderr=True))
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports SIGINT
 USAGE = 2  # exit status of bad input, whoever found it (click's parser or resflow)
-CLOSE_OPTION = 0.75  # difflib ratio of a suggested option: --replicate -> --replicates (0.96), not --device (0.63)
+# difflib ratio of a suggested option: --replicate -> --replicates (0.96), not --device (0.63)
+CLOSE_OPTION = 0.75
 # click's exceptions where typer raises them: click itself, or the copy of click that recent typer vendors
 _click_errors = sys.modules[typer.BadParameter.__module__]
 
@@ -88,8 +93,8 @@ def usage_message(exc: Exception) -> str:
 
 @contextmanager
 def one_line_usage_errors() -> Iterator[None]:
-    """Click's usage errors (a bad type, an unknown option or command, a missing argument) in the format of every
-    other error (:func:`error_line`), exit 2; no-arguments-means-help still prints the help."""
+    """Click's usage errors (a bad type, an unknown option or command, a missing argument) in the format of
+    every other error (:func:`error_line`), exit 2; no-arguments-means-help still prints the help."""
     try:
         yield
     except getattr(_click_errors, "NoArgsIsHelpError", ()):  # click >= 8.2: shows the help
@@ -100,9 +105,9 @@ def one_line_usage_errors() -> Iterator[None]:
 
 
 class Commands(TyperGroup):
-    """The root group: usage errors on one line (:func:`one_line_usage_errors`), and Ctrl-C anywhere -- while a
-    command imports its libraries too -- exits 130 with one line instead of a traceback (a command's own
-    :func:`interruptible` says more: what was kept and how to go on)."""
+    """The root group: usage errors on one line (:func:`one_line_usage_errors`), and Ctrl-C anywhere --
+    while a command imports its libraries too -- exits 130 with one line instead of a traceback (a command's
+    own :func:`interruptible` says more: what was kept and how to go on)."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: typer.Context | None = None,
                      **extra: Any) -> typer.Context:
@@ -110,7 +115,8 @@ class Commands(TyperGroup):
             return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx: typer.Context) -> Any:
-        with one_line_usage_errors(), interrupted_at_once("before the command finished; run it again to go on"):
+        with (one_line_usage_errors(),
+              interrupted_at_once("before the command finished; run it again to go on")):
             return super().invoke(ctx)
 
 
@@ -171,9 +177,9 @@ def _clock(seconds: float) -> str:
 def plain_progress(description: str, total: float | None = None, *, clock: Callable[[], float] | None = None,
                    every_share: float = PLAIN_EVERY_SHARE,
                    every_seconds: float = PLAIN_EVERY_SECONDS) -> Iterator[Callable[..., None]]:
-    """Progress for a log (stderr not a terminal): one plain line -- what, done/total, share, elapsed, ETA and
-    the note -- at every ``every_share`` of the work or every ``every_seconds``, whichever comes first, and when
-    the work is done; the same ``update`` as :func:`progress_bar`."""
+    """Progress for a log (stderr not a terminal): one plain line -- what, done/total, share, elapsed, ETA
+    and the note -- at every ``every_share`` of the work or every ``every_seconds``, whichever comes first,
+    and when the work is done; the same ``update`` as :func:`progress_bar`."""
     import time
 
     from rich.text import Text
@@ -201,7 +207,8 @@ def plain_progress(description: str, total: float | None = None, *, clock: Calla
         err_console.print(", ".join(parts), markup=False, highlight=False, soft_wrap=True)
         state["at"] = clock()
 
-    def update(done: float, total: float | None = None, description: str | None = None, note: str = "") -> None:
+    def update(done: float, total: float | None = None, description: str | None = None,
+               note: str = "") -> None:
         if total is not None:
             state["total"] = total
         if description is not None:
@@ -232,11 +239,13 @@ def progress_bar(description: str, total: float | None = None) -> Iterator[Calla
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[note]}")]
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+               TextColumn("{task.fields[note]}")]
     bar = Progress(*columns, console=err_console, transient=False)
     task = bar.add_task(description, total=total, note="")
 
-    def update(done: float, total: float | None = None, description: str | None = None, note: str = "") -> None:
+    def update(done: float, total: float | None = None, description: str | None = None,
+               note: str = "") -> None:
         if not bar.live.is_started:
             bar.start()
         fields = {"completed": done, "note": note}

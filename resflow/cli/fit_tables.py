@@ -1,5 +1,6 @@
 """The exponents a toy run or fit prints: the separation first, then the fits, verdict v2 and the reasons a
-series is a bound -- every series named as a reader knows it (smooth / rough, the code name beside it once)."""
+series is a bound -- every series named as a reader knows it (smooth / rough, the code name beside it
+once)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def fits_table(fits, title: str) -> Table:
     return table
 
 
-def convergence_table(fits, title: str = "Verdict v2 (has each route stopped improving?) and asymptotic estimates"
+def convergence_table(fits,
+                      title: str = "Verdict v2 (has each route stopped improving?) and asymptotic estimates"
                       ) -> Table:
     """What verdict v2 was judged on, and the exponents of the extrapolated limits (labelled estimates)."""
     from resflow.analysis import Mentions
@@ -56,10 +58,12 @@ def convergence_table(fits, title: str = "Verdict v2 (has each route stopped imp
         gain = f.remaining_gain
         where = f.depths[max(range(len(f.gains)), key=lambda i: f.gains[i])] if f.gains else None
         table.add_row(series(f), _interval(f.drift, f.drift_low, f.drift_high),
-                      "–" if gain != gain else ("no limit" if gain == float("inf") else f"{gain:.0%} (ℓ={where})"),
+                      "–" if gain != gain else ("no limit" if gain == float("inf")
+                                                else f"{gain:.0%} (ℓ={where})"),
                       "yes" if f.converged else "no",
                       _interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high),
-                      _interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high),
+                      _interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low,
+                                f.asymptotic_law_ci_high),
                       f.asymptotic_regime)
     return table
 
@@ -72,8 +76,8 @@ def verdicts(fits) -> str:
 
 
 def print_fits(fits, separations, title: str) -> None:
-    """What a run or a fit prints: the separation first, then the exponents, verdict v2 and the reasons (the tables
-    within the console's width: wrapped at spaces, or as lists)."""
+    """What a run or a fit prints: the separation first, then the exponents, verdict v2 and the reasons (the
+    tables within the console's width: wrapped at spaces, or as lists)."""
     if separations:
         console.print(separation_lines(separations), highlight=False)
     print_table(fits_table(fits, title), console)

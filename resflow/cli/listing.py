@@ -18,7 +18,8 @@ def tableaux(
     """List the registered Runge-Kutta schemes (Butcher tableaux)."""
     from resflow.dynamics import TABLEAUX
 
-    rows = [{"name": t.name, "stages": t.stages, "order": t.order, "reference": t.reference} for t in TABLEAUX.values()]
+    rows = [{"name": t.name, "stages": t.stages, "order": t.order, "reference": t.reference}
+            for t in TABLEAUX.values()]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -34,7 +35,8 @@ def tableaux(
 def theory(
     name: Annotated[str | None, typer.Argument(help="A law name; omit to list them all.")] = None,
     latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX instead of pretty text.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of objects).")] = False,
+    as_json: Annotated[bool, typer.Option("--json",
+                                          help="Machine-readable output (a list of objects).")] = False,
 ) -> None:
     """List the derived error-vs-depth laws, or print one (pretty, --latex or --json)."""
     with user_errors():
@@ -55,7 +57,8 @@ def theory(
                 text = laws.exponent_text(n) or "-"
                 title = {"derived": d.title, "hypothesis": f"[yellow](hypothesis)[/] {d.title}",
                          "not observed": f"[red](not observed)[/] {d.title}"}[d.status]
-                table.add_row(n, title, text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
+                table.add_row(n, title,
+                              text if len(text) <= 40 else f"local, depends on the depth (theory {n})")
             console.print(table)
             return
         for n in selected:

@@ -9,19 +9,30 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .app import DEFAULT_STORE, Device, JsonFlag, app, console, err_console, interruptible, progress_bar, user_errors
+from .app import (
+    DEFAULT_STORE,
+    Device,
+    JsonFlag,
+    app,
+    console,
+    err_console,
+    interruptible,
+    progress_bar,
+    user_errors,
+)
 
 NOTHING_WRITTEN = "nothing was written to the store; run the command again"
 
 
 @app.command("llm-fit")
 def llm_fit(
-    data: Annotated[Path | None, typer.Option(help="CSV with loss, num_tokens, d_model, n_layers (model_size and "
-                                                   "FLOP optional; other headers: --columns); default: "
+    data: Annotated[Path | None, typer.Option(help="CSV with loss, num_tokens, d_model, n_layers (model_size "
+                                                   "and FLOP optional; other headers: --columns); default: "
                                                    "$RESFLOW_DATA_DIR/chinchilla_depth_width.csv.")] = None,
-    exclude_top: Annotated[int | None, typer.Option(help="Drop the points whose loss is at or above the N-th "
-                                                         "largest (default: the study's 40 on the Chinchilla table, "
-                                                         "which keeps 203 points; none on any other table).",
+    exclude_top: Annotated[int | None, typer.Option(help="Drop the points whose loss is at or above the "
+                                                         "N-th largest (default: the study's 40 on the "
+                                                         "Chinchilla table, which keeps 203 points; none on "
+                                                         "any other table).",
                                                     min=0)] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for percentile intervals (0: none).",
                                            min=0)] = 0,
@@ -30,15 +41,19 @@ def llm_fit(
     starts: Annotated[int, typer.Option(help="Random starting points of the optimiser.", min=1)] = 64,
     holdout: Annotated[int, typer.Option(help="Held-out validation splits (0: none).", min=0)] = 0,
     sweep_exclusions: Annotated[bool, typer.Option("--sweep-exclusions",
-                                                   help="Also fit with 0, 5, 10, 20, 30, 40, 60 points excluded.")
+                                                   help="Also fit with 0, 5, 10, 20, 30, 40, 60 points "
+                                                        "excluded.")
                                 ] = False,
-    columns: Annotated[str | None, typer.Option(help="Map expected=actual column names, comma separated, e.g. "
-                                                     "n_layers=depth,d_model=width,num_tokens=tokens.")] = None,
-    download: Annotated[bool, typer.Option("--download", help="Fetch the Chinchilla table (pinned sha256) if "
-                                                              "no --data is given.")] = False,
+    columns: Annotated[str | None, typer.Option(help="Map expected=actual column names, comma separated, "
+                                                     "e.g. n_layers=depth,d_model=width,"
+                                                     "num_tokens=tokens.")] = None,
+    download: Annotated[bool, typer.Option("--download",
+                                           help="Fetch the Chinchilla table (pinned sha256) if "
+                                                "no --data is given.")] = False,
     out: Annotated[Path, typer.Option(help="Store to write the data and the fit into.")] = DEFAULT_STORE,
-    keep_failed: Annotated[bool, typer.Option("--keep-failed", help="Store a fit that failed its checks, marked "
-                                                                    "as failed (never shown by compare).")] = False,
+    keep_failed: Annotated[bool, typer.Option("--keep-failed",
+                                              help="Store a fit that failed its checks, marked as failed "
+                                                   "(never shown by compare).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Fit L = c_m m^-a_m + c_l (l-k)^-a_l + c_D D^-a_D + L0 to trained-LLM data; write it to a store.
@@ -49,11 +64,12 @@ def llm_fit(
     from resflow.workflows import fit_llm_table
 
     with user_errors(), interruptible(NOTHING_WRITTEN):
-        settings = ScalingFitSettings(loss=loss, n_starts=starts, depth_offset=depth_offset, exclude_top=exclude_top)
+        settings = ScalingFitSettings(loss=loss, n_starts=starts, depth_offset=depth_offset,
+                                      exclude_top=exclude_top)
         with progress_bar("fitting", 1) as update:
-            result = fit_llm_table(data, columns=parse_column_map(columns), download=download, settings=settings,
-                                   bootstrap=bootstrap, holdout=holdout, sweep_exclusions=sweep_exclusions, out=out,
-                                   keep_failed=keep_failed,
+            result = fit_llm_table(data, columns=parse_column_map(columns), download=download,
+                                   settings=settings, bootstrap=bootstrap, holdout=holdout,
+                                   sweep_exclusions=sweep_exclusions, out=out, keep_failed=keep_failed,
                                    progress=lambda stage, done, total: update(done, total, description=stage))
         if as_json:
             typer.echo(json.dumps(result.to_json(), indent=2))
@@ -73,19 +89,21 @@ def llm_fit(
                               highlight=False)
         if fit.holdout:
             h = fit.holdout
-            console.print(f"held-out ({h['splits']} splits of {h['test_fraction']:.0%}): RMS log-loss residual "
-                          f"{h['test_rms_log']:.4f} ± {h['test_rms_log_sd']:.4f} (train {h['train_rms_log']:.4f}); "
+            console.print(f"held-out ({h['splits']} splits of {h['test_fraction']:.0%}): RMS log-loss "
+                          f"residual {h['test_rms_log']:.4f} ± {h['test_rms_log_sd']:.4f} "
+                          f"(train {h['train_rms_log']:.4f}); "
                           f"alpha_l {h['alpha_l_mean']:.2f} ± {h['alpha_l_sd']:.2f}", highlight=False)
         if result.sweep:
             sweep = Table(title="Exclusion sweep")
             for column in ("excluded", "points", "alpha_l", "std. error", "starts agree", "checks"):
                 sweep.add_column(column)
             for f in result.sweep:
-                sweep.add_row(str(f.excluded), str(f.n_points), f"{f.params['alpha_l']:.3f}", f"{f.se['alpha_l']:.3f}",
-                              f"{f.starts_agree}/{f.n_starts}", "passed" if f.failure is None
-                              else f"[red]failed[/]: {f.failure}")
+                sweep.add_row(str(f.excluded), str(f.n_points), f"{f.params['alpha_l']:.3f}",
+                              f"{f.se['alpha_l']:.3f}", f"{f.starts_agree}/{f.n_starts}",
+                              "passed" if f.failure is None else f"[red]failed[/]: {f.failure}")
             console.print(sweep)
-        console.print(f"wrote records {result.data_record} and {result.fit_record} to store {out}", highlight=False)
+        console.print(f"wrote records {result.data_record} and {result.fit_record} to store {out}",
+                      highlight=False)
 
 
 @app.command()
@@ -100,7 +118,8 @@ def compare(
 
     with user_errors(), interruptible(NOTHING_WRITTEN):
         with progress_bar("reading stores", len(stores)) as update:
-            result = compare_stores(stores, figure=figure, progress=lambda store, done, total: update(done, total))
+            result = compare_stores(stores, figure=figure,
+                                    progress=lambda store, done, total: update(done, total))
         if as_json:
             typer.echo(json.dumps([r.to_json() for r in result.rows], indent=2))
             return
@@ -110,22 +129,24 @@ def compare(
         for r in result.rows:
             interval = "-" if r.source == "theory" else f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"
             converged = "-" if r.converged is None else ("yes" if r.converged else "[red]no[/]")
-            table.add_row(r.source, r.name, r.loss, r.scheme, f"{r.exponent:.2f}", interval, converged, r.regime)
+            table.add_row(r.source, r.name, r.loss, r.scheme, f"{r.exponent:.2f}", interval, converged,
+                          r.regime)
         console.print(table)
         if result.interventions:
-            inter = Table(title="Interventions across depth (docs/interventions.md): damage of skipping a layer, "
-                                "its profile's max over mean, swap and rescaled lesion over it")
+            inter = Table(title="Interventions across depth (docs/interventions.md): damage of skipping a "
+                                "layer, its profile's max over mean, swap and rescaled lesion over it")
             for column in ("source", "stack", "layers", "measure", "lesion", "max/mean", "swap/lesion",
                            "rescaled/lesion"):
                 inter.add_column(column)
             for r in result.interventions:
-                inter.add_row(r.source, r.name, str(r.depth), r.measure, f"{r.lesion_mean:.3g}", f"{r.flatness:.2f}",
-                              f"{r.swap_share:.3g}", "-" if r.repair != r.repair else f"{r.repair:.3g}")
+                inter.add_row(r.source, r.name, str(r.depth), r.measure, f"{r.lesion_mean:.3g}",
+                              f"{r.flatness:.2f}", f"{r.swap_share:.3g}",
+                              "-" if r.repair != r.repair else f"{r.repair:.3g}")
             console.print(inter)
         if result.signatures:
-            sig = Table(title="Signatures of the three readings (docs/results.md): middle-layer update angle (rad), "
-                              "early-stop fraction, inputs exiting in the first half and mean exit e/ℓ, angles "
-                              "within/across a teacher's groups (rad), RHM drop depth")
+            sig = Table(title="Signatures of the three readings (docs/results.md): middle-layer update "
+                              "angle (rad), early-stop fraction, inputs exiting in the first half and mean "
+                              "exit e/ℓ, angles within/across a teacher's groups (rad), RHM drop depth")
             sig.add_column("stack", min_width=24, overflow="fold")
             for column in ("ℓ", "angle", "stop", "exit", "e/ℓ", "within", "across", "drop"):
                 sig.add_column(column, no_wrap=True)
@@ -135,8 +156,8 @@ def compare(
 
             for r in result.signatures:
                 sig.add_row(f"{r.source}: {r.name}", str(r.depth), cell(r.update_angle), cell(r.early_stop),
-                            cell(r.exit_early), cell(r.exit_depth), cell(r.angle_within), cell(r.angle_boundary),
-                            cell(r.drop_depth))
+                            cell(r.exit_early), cell(r.exit_depth), cell(r.angle_within),
+                            cell(r.angle_boundary), cell(r.drop_depth))
             console.print(sig)
         if result.unfitted:
             console.print(f"[yellow]not shown[/] (no fit record; `resflow fit STORE` fits them): "
@@ -148,15 +169,18 @@ def compare(
 
 @app.command()
 def probe(
-    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow teachers: "
-                                                      "teacher:tied, teacher:independent, teacher:correlated:0.9, "
-                                                      "teacher:fractional:0.75.")],
-    texts: Annotated[Path | None, typer.Option(help="UTF-8 text file, one text per line (transformer models).",
+    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow "
+                                                      "teachers: teacher:tied, teacher:independent, "
+                                                      "teacher:correlated:0.9, teacher:fractional:0.75.")],
+    texts: Annotated[Path | None, typer.Option(help="UTF-8 text file, one text per line "
+                                                    "(transformer models).",
                                                exists=True, dir_okay=False, readable=True)] = None,
-    max_tokens: Annotated[int, typer.Option(help="Tokens (or Gaussian inputs for teachers) to probe.", min=1)] = 4096,
+    max_tokens: Annotated[int, typer.Option(help="Tokens (or Gaussian inputs for teachers) to probe.",
+                                            min=1)] = 4096,
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.", min=1)] = 8,
     device: Device = "auto",
-    bf16: Annotated[bool, typer.Option("--bf16", help="Load the weights in bfloat16 (halves GPU memory).")] = False,
+    bf16: Annotated[bool, typer.Option("--bf16",
+                                       help="Load the weights in bfloat16 (halves GPU memory).")] = False,
     normalise: Annotated[bool, typer.Option("--normalise", help="Plot against l / L.")] = False,
     out: Annotated[Path, typer.Option(help="Store for the probe record and figure.")] = DEFAULT_STORE,
     as_json: JsonFlag = False,
@@ -168,8 +192,8 @@ def probe(
 
     with user_errors(), interruptible(NOTHING_WRITTEN):
         with progress_bar("probing", len(models)) as update:
-            run = probe_models(models, texts=texts, max_tokens=max_tokens, batch_size=batch_size, device=device,
-                               bf16=bf16, normalise=normalise, out=out,
+            run = probe_models(models, texts=texts, max_tokens=max_tokens, batch_size=batch_size,
+                               device=device, bf16=bf16, normalise=normalise, out=out,
                                progress=lambda model, done, total: update(done, total, note=model))
         payload = [r.to_json() for r in run.results]
         if as_json:
@@ -195,12 +219,15 @@ def probe(
 
 @app.command()
 def intervene(
-    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow teachers: "
-                                                      "teacher:tied, teacher:independent, teacher:grouped:4, ...")],
-    prompt: Annotated[str, typer.Option(help="The prompt (transformer models).")] = "The Space Needle is in downtown",
+    models: Annotated[list[str], typer.Argument(help="Model directories or hub-cache names, or resflow "
+                                                      "teachers: teacher:tied, teacher:independent, "
+                                                      "teacher:grouped:4, ...")],
+    prompt: Annotated[str, typer.Option(help="The prompt (transformer models).")
+                      ] = "The Space Needle is in downtown",
     target: Annotated[str, typer.Option(help="The continuation whose probability is measured (causal LMs).")
                       ] = " Seattle",
-    subject: Annotated[str, typer.Option(help="The words of the prompt a trace corrupts.")] = "The Space Needle",
+    subject: Annotated[str, typer.Option(help="The words of the prompt a trace corrupts.")
+                       ] = "The Space Needle",
     only: Annotated[str, typer.Option("--only", help="Comma-separated interventions for transformer models: "
                                                      "lesion, swap, trace.")] = "lesion,swap,trace",
     inputs: Annotated[int, typer.Option(help="Gaussian inputs for teachers.", min=1)] = 1024,
@@ -220,12 +247,14 @@ def intervene(
                                    interventions=tuple(p.strip() for p in only.split(",") if p.strip()),
                                    n_inputs=inputs, device=device, seed=seed, out=out,
                                    progress=lambda model, done, total: update(done, total, note=model))
-        payload = [_intervention_json(ds, record) for ds, record in zip(run.datasets, run.records, strict=True)]
+        payload = [_intervention_json(ds, record)
+                   for ds, record in zip(run.datasets, run.records, strict=True)]
         if as_json:
             typer.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
             return
         table = Table(title="Interventions across depth (mean over layers; per layer in the records)")
-        for column in ("model", "layers", "measure", "clean", "lesion", "rescaled lesion", "swap", "trace, best"):
+        for column in ("model", "layers", "measure", "clean", "lesion", "rescaled lesion", "swap",
+                       "trace, best"):
             table.add_column(column)
         for p in payload:
             def mean(name, p=p):
@@ -235,7 +264,8 @@ def intervene(
             table.add_row(p["model"], str(p["depth"]), p["measure"], p.get("clean") or "-", mean("lesion"),
                           mean("lesion_rescaled"), mean("swap"), best)
         console.print(table)
-        console.print(f"wrote records {', '.join(run.records)} to {out}; figure {run.figure}", highlight=False)
+        console.print(f"wrote records {', '.join(run.records)} to {out}; figure {run.figure}",
+                      highlight=False)
 
 
 def _intervention_json(ds, record: str) -> dict:

@@ -1,5 +1,6 @@
 """The names the command line shows: in help, found without importing torch (help must answer at once), and
-in the listings ``run --list``, ``run EXPERIMENT --list-keys`` and ``demo --list`` (which load the registries).
+in the listings ``run --list``, ``run EXPERIMENT --list-keys`` and ``demo --list`` (which load the
+registries).
 
 Experiment names in help are the entry points that declare experiments (``pyproject.toml``; the registry,
 :func:`resflow.experiments.registered`, loads the same ones); preset names are a list here that
@@ -8,16 +9,17 @@ Experiment names in help are the entry points that declare experiments (``pyproj
 
 from __future__ import annotations
 
-__all__ = ["EXPERIMENT_ENTRY_POINTS", "PRESETS", "OVERVIEW", "experiment_names", "list_experiments", "keys_listing",
-           "demo_descriptions", "demo_listing"]
+__all__ = ["EXPERIMENT_ENTRY_POINTS", "PRESETS", "OVERVIEW", "experiment_names", "list_experiments",
+           "keys_listing", "demo_descriptions", "demo_listing"]
 
 EXPERIMENT_ENTRY_POINTS = "resflow.experiments"  # the group the registry discovers experiments from
-PRESETS = ("cpu", "cpu-certified", "cpu-converged", "cpu-shared-head", "gpu", "gpu-wide", "paper", "quick", "tiny")
+PRESETS = ("cpu", "cpu-certified", "cpu-converged", "cpu-shared-head", "gpu", "gpu-wide", "paper", "quick",
+           "tiny")
 
 
 def experiment_names() -> list[str]:
-    """The registered experiments' names, read from the entry points' metadata (nothing is imported), sorted as
-    the registry sorts them (by module path)."""
+    """The registered experiments' names, read from the entry points' metadata (nothing is imported), sorted
+    as the registry sorts them (by module path)."""
     from importlib.metadata import entry_points
 
     return [p.name for p in sorted(entry_points(group=EXPERIMENT_ENTRY_POINTS), key=lambda p: p.value)]
@@ -38,8 +40,8 @@ def list_experiments() -> str:
 
 
 def keys_listing(config) -> str:
-    """Every key ``--set`` takes for ``config`` (an experiment's preset): its declared type and its value in the
-    preset, written as ``--set`` takes it (plain lines: names are never cut to fit a terminal)."""
+    """Every key ``--set`` takes for ``config`` (an experiment's preset): its declared type and its value in
+    the preset, written as ``--set`` takes it (plain lines: names are never cut to fit a terminal)."""
     def written(value) -> str:
         if isinstance(value, tuple | list):
             return ",".join(map(written, value))
@@ -51,25 +53,29 @@ def keys_listing(config) -> str:
         value = config
         for part in key.split("."):
             value = getattr(value, part, missing)
-        shown = ("(not a field of this optimizer)" if value is missing  # another rule's: set optimizer.name first
+        # not a field of this optimizer: another rule's: set optimizer.name first
+        shown = ("(not a field of this optimizer)" if value is missing
                  else written(value) or "(empty)")
-        rows.append((key, kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", ""), shown))
+        declared = kind.__name__ if isinstance(kind, type) else str(kind).replace("typing.", "")
+        rows.append((key, declared, shown))
     width = max(len(k) for k, _, _ in rows)
     kinds = max(len(t) for _, t, _ in rows)
     return "\n".join(f"{k:{width}s}  {t:{kinds}s}  {v}" for k, t, v in rows)
 
 
-OVERVIEW = "overview"  # the dynamics-core overview (resflow.workflows.run_flow_demo), beside the classroom demos
-OVERVIEW_TEXT = ("The dynamics core: tied stacks converge to their ODE at each scheme's order, ensembles average, "
-                 "teachers' update angles.")
+# the dynamics-core overview (resflow.workflows.run_flow_demo), beside the classroom demos
+OVERVIEW = "overview"
+OVERVIEW_TEXT = ("The dynamics core: tied stacks converge to their ODE at each scheme's order, ensembles "
+                 "average, teachers' update angles.")
 
 
 def demo_descriptions() -> dict[str, str]:
     """Every demo's description: the whole first paragraph of its docstring (a sentence or two, never cut)."""
     from resflow.demos import DEMOS
 
-    return {OVERVIEW: OVERVIEW_TEXT} | {name: " ".join((function.__doc__ or "").strip().split("\n\n")[0].split())
-                                        for name, function in DEMOS.items()}
+    described = {name: " ".join((function.__doc__ or "").strip().split("\n\n")[0].split())
+                 for name, function in DEMOS.items()}
+    return {OVERVIEW: OVERVIEW_TEXT} | described
 
 
 def demo_listing(width: int) -> str:

@@ -10,7 +10,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .app import DEFAULT_STORE, Device, JsonFlag, app, console, err_console, interruptible, progress_bar, user_errors
+from .app import (
+    DEFAULT_STORE,
+    Device,
+    JsonFlag,
+    app,
+    console,
+    err_console,
+    interruptible,
+    progress_bar,
+    user_errors,
+)
 from .fit_tables import print_fits
 from .names import OVERVIEW, PRESETS, demo_listing, experiment_names, keys_listing, list_experiments
 from .tables import print_table
@@ -40,10 +50,10 @@ def expected_time(experiment: str, preset: str, *, changed: bool) -> str:
     if seconds is None:
         return f"expected time: not measured for --preset {preset} (resflow run --list says what was)"
     if changed:
-        return (f"expected time: not measured with these --set/--replicates changes (--preset {preset} as it is took "
-                f"{_duration(seconds)} on 2 idle CPU cores)")
-    return (f"expected time: about {_duration(seconds)} (measured on 2 idle CPU cores; a busy or slower machine takes "
-            "longer)")
+        return (f"expected time: not measured with these --set/--replicates changes (--preset {preset} as it "
+                f"is took {_duration(seconds)} on 2 idle CPU cores)")
+    return (f"expected time: about {_duration(seconds)} (measured on 2 idle CPU cores; a busy or slower "
+            "machine takes longer)")
 
 
 def _duration(seconds: float) -> str:
@@ -54,26 +64,30 @@ def _duration(seconds: float) -> str:
 @app.command()
 def run(
     ctx: typer.Context,
-    experiment: Annotated[str | None, typer.Argument(help=" | ".join(experiment_names()) + " (with --resume: "
-                                                     "also a run id, or nothing for the latest run)")] = None,
+    experiment: Annotated[str | None, typer.Argument(help=" | ".join(experiment_names())
+                                                          + " (with --resume: also a run id, or nothing "
+                                                          "for the latest run)")] = None,
     preset: Annotated[str, typer.Option(help=PRESET_HELP)] = "cpu",
     device: Device = "auto",
-    replicates: Annotated[int | None, typer.Option(help="Replicates: each its own teachers, data and student "
-                                                        "initialisations (overrides the preset).", min=1)] = None,
+    replicates: Annotated[int | None, typer.Option(help="Replicates: each its own teachers, data and "
+                                                        "student initialisations (overrides the preset).",
+                                                   min=1)] = None,
     out: StoreOption = DEFAULT_STORE,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
-                    ] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --out (the run id given "
-                                                          "as EXPERIMENT, else the latest of EXPERIMENT, else the "
-                                                          "latest) with its saved configuration; options given "
-                                                          "again must agree with it.")] = False,
-    list_: Annotated[bool, typer.Option("--list", help="List the experiments, their presets and what each costs "
-                                                       "on 2 CPU cores, and exit.")] = False,
-    list_keys: Annotated[bool, typer.Option("--list-keys", help="List every key --set takes for EXPERIMENT, with its "
-                                                                "type and its value in --preset, and exit.")] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value "
+                                                                 "(repeatable).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted run in --out (the run id "
+                                                          "given as EXPERIMENT, else the latest of "
+                                                          "EXPERIMENT, else the latest) with its saved "
+                                                          "configuration; options given again must agree "
+                                                          "with it.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the experiments, their presets and what each "
+                                                       "costs on 2 CPU cores, and exit.")] = False,
+    list_keys: Annotated[bool, typer.Option("--list-keys",
+                                            help="List every key --set takes for EXPERIMENT, with its type "
+                                                 "and its value in --preset, and exit.")] = False,
 ) -> None:
-    """Train students against teachers (or the language-model ladder), fit depth exponents, write the run, its
-    fits and a figure."""
+    """Train students against teachers (or the language-model ladder), fit depth exponents, write the run,
+    its fits and a figure."""
     from resflow import ConfigError
     from resflow.experiments import ExperimentConfig
     from resflow.experiments import preset as load_preset
@@ -94,8 +108,8 @@ def run(
             toy = isinstance(config, ExperimentConfig)
         else:
             if experiment is None:
-                raise ConfigError(f"name an EXPERIMENT ({', '.join(experiment_names())}); resflow run --list shows "
-                                  "them with their presets.")
+                raise ConfigError(f"name an EXPERIMENT ({', '.join(experiment_names())}); resflow run --list "
+                                  "shows them with their presets.")
             config = load_preset(experiment, preset)
             toy = isinstance(config, ExperimentConfig)
             overrides = (device_overrides(device, set_, "train.device" if toy else "device")
@@ -104,8 +118,8 @@ def run(
                 typer.echo(keys_listing(config))
                 return
             config = config.with_overrides(overrides)
-        header = [f"{experiment} ({preset}): {config.describe()}" + (f", targets {', '.join(config.targets)}" if toy
-                                                                     else "")]
+        header = [f"{experiment} ({preset}): {config.describe()}"
+                  + (f", targets {', '.join(config.targets)}" if toy else "")]
         if not resume:
             header.append(expected_time(experiment, preset, changed=bool(set_) or replicates is not None))
 
@@ -115,7 +129,8 @@ def run(
 
         if not resume:  # resuming: no header above "no interrupted run to resume" or another refusal
             started()
-        resume_hint = f"the last checkpoint is kept; continue with `resflow run {experiment} --out {out} --resume`"
+        resume_hint = ("the last checkpoint is kept; continue with "
+                       f"`resflow run {experiment} --out {out} --resume`")
         if not toy:  # the language-model ladder
             with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
                 def ladder_progress(done: int, total: int, name: str) -> None:
@@ -124,8 +139,8 @@ def run(
 
                 ladder = run_ladder(config, out=out, resume=resume, progress=ladder_progress)
             typer.echo(ladder.tables)
-            console.print(f"wrote record {ladder.record} to store {out}; models in {ladder.work_dir / 'models'}; "
-                          f"figure {ladder.figure}", highlight=False)
+            console.print(f"wrote record {ladder.record} to store {out}; models in "
+                          f"{ladder.work_dir / 'models'}; figure {ladder.figure}", highlight=False)
             return
         with interruptible(resume_hint), progress_bar("training", config.progress_total) as update:
             def toy_progress(step: int, total: int, losses: dict) -> None:
@@ -140,7 +155,8 @@ def run(
 
             typer.echo(report_run(out, result.record, width=markdown_width(console)))
         else:
-            print_fits(result.fits, result.separations, f"Depth exponents: loss ∝ depth^-α ({result.record})")
+            print_fits(result.fits, result.separations,
+                       f"Depth exponents: loss ∝ depth^-α ({result.record})")
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
                       f"figure {result.figure}", highlight=False)
 
@@ -148,7 +164,8 @@ def run(
 @app.command()
 def fit(
     store: Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (a list of fitted series).")] = False,
+    as_json: Annotated[bool, typer.Option("--json",
+                                          help="Machine-readable output (a list of fitted series).")] = False,
     run: Annotated[str | None, typer.Option("--run", help="Only this toy-run record (its id).")] = None,
 ) -> None:
     """Fit the depth exponents of every toy run in a store (writes fit records; reuses existing ones)."""
@@ -165,21 +182,25 @@ def fit(
                                    for r in runs for row in (*r.fits, *r.separations)], indent=2))
             return
         for r in runs:
-            print_fits(r.fits, r.separations, f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})")
+            print_fits(r.fits, r.separations,
+                       f"{r.run} ({'read from' if r.reused else 'written to'} {r.fit_record})")
 
 
 @app.command()
 def report(
     store: Annotated[Path, typer.Argument(help="A store directory (the --out of `resflow run`).")],
-    record: Annotated[str | None, typer.Argument(help="A toy-run record id (default: the latest run).")] = None,
+    record: Annotated[str | None, typer.Argument(help="A toy-run record id (default: the latest run).")
+                      ] = None,
     experiment: Annotated[str | None, typer.Option(help="The latest run of this experiment: "
                                                         f"{' | '.join(experiment_names())}.")] = None,
-    replicate: Annotated[int | None, typer.Option(help="Keep only this replicate (its teacher seed).", min=0)] = None,
-    figure: Annotated[Path | None, typer.Option(help="Also redraw the run's figure into this PNG (never over an "
-                                                     "existing file).")] = None,
+    replicate: Annotated[int | None, typer.Option(help="Keep only this replicate (its teacher seed).",
+                                                  min=0)] = None,
+    figure: Annotated[Path | None, typer.Option(help="Also redraw the run's figure into this PNG (never over "
+                                                     "an existing file).")] = None,
 ) -> None:
-    """Markdown tables of a run: the separation, exponents certified or bound, best losses and route spreads, losses
-    by training length, verdict v2, estimates, accumulation; and the runs without a record yet (on stderr)."""
+    """Markdown tables of a run: the separation, exponents certified or bound, best losses and route spreads,
+    losses by training length, verdict v2, estimates, accumulation; and the runs without a record yet (on
+    stderr)."""
     from resflow.workflows import draw_run_figure, report_run, unfinished_note
 
     from .tables import markdown_width
@@ -197,14 +218,16 @@ def report(
 @app.command()
 def demo(
     name: Annotated[str | None, typer.Argument(help=f"{OVERVIEW} (stacks -> ODE, ensembles, teachers) or a "
-                                                    "classroom demo; resflow demo --list shows them.")] = None,
+                                                    "classroom demo; resflow demo --list shows them.")
+                    ] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the demos and exit.")] = False,
-    out: Annotated[Path, typer.Option(help="Store directory (created if missing); the figure, its data (.nc) and "
-                                           "provenance go into a new directory STORE/work/demo-NAME-<time>.")
-                   ] = DEFAULT_STORE,
+    out: Annotated[Path, typer.Option(help="Store directory (created if missing); the figure, its data (.nc) "
+                                           "and provenance go into a new directory "
+                                           "STORE/work/demo-NAME-<time>.")] = DEFAULT_STORE,
     seed: Annotated[int, typer.Option(help="Seed of every random draw.", min=0)] = 0,
 ) -> None:
-    """Run a demo: the dynamics-core overview or a classroom demo (resflow.demos); figure and data in the store."""
+    """Run a demo: the dynamics-core overview or a classroom demo (resflow.demos); figure and data in the
+    store."""
     from resflow import UnknownNameError
     from resflow.demos import DEMOS, run_demo
     from resflow.store import Store
@@ -215,7 +238,8 @@ def demo(
         return
     with user_errors(), interruptible("nothing was kept; run the command again"):
         if name is None:
-            raise UnknownNameError(f"no demo named; choose {OVERVIEW} or one of {', '.join(DEMOS)} (demo --list).")
+            raise UnknownNameError(f"no demo named; choose {OVERVIEW} or one of {', '.join(DEMOS)} "
+                                   "(demo --list).")
         if name != OVERVIEW and name not in DEMOS:
             raise UnknownNameError.of("demo", name, [OVERVIEW, *DEMOS], listing="`resflow demo --list`")
         if name != OVERVIEW:
@@ -223,8 +247,8 @@ def demo(
             with err_console.status(f"running {name} ..."):
                 result = run_demo(name, seed=seed)
             path = result.save(store.work_dir(f"demo-{name}") / f"{name}.png")  # after success
-            console.print(f"{result.title} ({result.seconds:.1f} s): wrote {path} and {path.with_suffix('.nc')}",
-                          highlight=False)
+            console.print(f"{result.title} ({result.seconds:.1f} s): wrote {path} and "
+                          f"{path.with_suffix('.nc')}", highlight=False)
             return
         with err_console.status("running the flow demo ..."):
             result = run_flow_demo(out, FlowDemoConfig(seed=seed))
@@ -235,25 +259,28 @@ def demo(
         for scheme in ds["scheme"].values:
             orders = ds["empirical_order"].sel(scheme=scheme)
             table.add_row(str(scheme), str(int(ds["declared_order"].sel(scheme=scheme))),
-                          f"{float(orders.sel(field='relu2')):.2f}", f"{float(orders.sel(field='softplus2')):.2f}")
+                          f"{float(orders.sel(field='relu2')):.2f}",
+                          f"{float(orders.sel(field='softplus2')):.2f}")
         console.print(table)
-        console.print(f"wrote {result.work_dir / 'demo.nc'}, {result.figure}, {result.work_dir / 'provenance.json'}")
+        console.print(f"wrote {result.work_dir / 'demo.nc'}, {result.figure}, "
+                      f"{result.work_dir / 'provenance.json'}")
 
 
 @app.command()
 def bench(
     device: Device = "auto",
     rounds: Annotated[int, typer.Option(help="Measurement rounds (medians are reported).", min=1)] = 3,
-    case: Annotated[list[str] | None, typer.Option(help="cpu-preset | cpu-preset-loaded (the same beside a busy "
-                                                        "process) | study (repeatable; default all three).")] = None,
-    check: Annotated[list[str] | None, typer.Option(help="Also compare a short run with tf32 or cuda-graphs on "
-                                                         "against float32 eager (repeatable).")] = None,
+    case: Annotated[list[str] | None, typer.Option(help="cpu-preset | cpu-preset-loaded (the same beside a "
+                                                        "busy process) | study (repeatable; default all "
+                                                        "three).")] = None,
+    check: Annotated[list[str] | None, typer.Option(help="Also compare a short run with tf32 or cuda-graphs "
+                                                         "on against float32 eager (repeatable).")] = None,
     check_steps: Annotated[int, typer.Option(help="Steps of each --check run.", min=1)] = 300,
     out: StoreOption = DEFAULT_STORE,
     as_json: JsonFlag = False,
 ) -> None:
-    """Time the batched engine and the per-student loop against this machine's sgemm rate, quiet and beside a busy
-    process (a bench record)."""
+    """Time the batched engine and the per-student loop against this machine's sgemm rate, quiet and beside a
+    busy process (a bench record)."""
     from resflow.workflows import bench_engine
 
     with user_errors(), interruptible("nothing was written; run the command again"):
@@ -266,22 +293,23 @@ def bench(
             typer.echo(json.dumps(result.to_json(), indent=1))
             return
         rows = result.rows
-        table = Table(title=f"Engine speed ({rows[0].device}; sgemm {rows[0].sgemm_gflops_per_s:.0f} GFLOP/s; "
-                            f"medians of {rounds} rounds)")
-        for column in ("case", "engine", "students", "threads", "ms/step", "GFLOP/step", "GFLOP/s", "of sgemm",
-                       "vs loop", "vs quiet", "peak MB"):
+        table = Table(title=f"Engine speed ({rows[0].device}; sgemm {rows[0].sgemm_gflops_per_s:.0f} "
+                            f"GFLOP/s; medians of {rounds} rounds)")
+        for column in ("case", "engine", "students", "threads", "ms/step", "GFLOP/step", "GFLOP/s",
+                       "of sgemm", "vs loop", "vs quiet", "peak MB"):
             table.add_column(column)
         for r in rows:
-            table.add_row(r.case, r.engine, str(r.students), str(r.threads), f"{r.ms_per_step:.1f}", f"{r.gflops:.3f}",
-                          f"{r.gflops_per_s:.1f}", f"{r.fraction_of_sgemm:.0%}",
+            table.add_row(r.case, r.engine, str(r.students), str(r.threads), f"{r.ms_per_step:.1f}",
+                          f"{r.gflops:.3f}", f"{r.gflops_per_s:.1f}", f"{r.fraction_of_sgemm:.0%}",
                           "-" if r.speedup_vs_loop is None else f"{r.speedup_vs_loop:.2f}x",
                           "-" if r.slowdown_vs_quiet is None else f"{r.slowdown_vs_quiet:.2f}x slower",
                           "-" if r.peak_mem_mb is None else f"{r.peak_mem_mb:.0f}")
         print_table(table, console)
         for name, c in zip(check or (), result.checks, strict=True):
-            console.print(f"{name}: final losses differ from float32 eager by {c.max_relative_difference:.2e} "
-                          f"(max), {c.median_relative_difference:.2e} (median) after {c.steps} steps; "
-                          f"{c.reference_ms_per_step:.1f} -> {c.other_ms_per_step:.1f} ms/step", highlight=False)
+            console.print(f"{name}: final losses differ from float32 eager by "
+                          f"{c.max_relative_difference:.2e} (max), {c.median_relative_difference:.2e} "
+                          f"(median) after {c.steps} steps; {c.reference_ms_per_step:.1f} -> "
+                          f"{c.other_ms_per_step:.1f} ms/step", highlight=False)
         console.print(f"wrote record {result.record} to store {out}", highlight=False)
 
 
@@ -290,12 +318,12 @@ def sweep(
     experiment: Annotated[str, typer.Argument(help=" | ".join(experiment_names()))],
     preset: Annotated[str, typer.Option(help=f"The preset every cell starts from. {PRESET_HELP}")] = "cpu",
     device: Device = "auto",
-    grid: Annotated[list[str] | None, typer.Option("--grid", help="A swept key: KEY=V1,V2,... (repeatable; any "
-                                                                  "--set key).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key for every cell: key=value "
-                                                                 "(repeatable).")] = None,
-    replicates: Annotated[int | None, typer.Option(help="Replicates per grid point, one cell each (overrides the "
-                                                        "preset).", min=1)] = None,
+    grid: Annotated[list[str] | None, typer.Option("--grid", help="A swept key: KEY=V1,V2,... (repeatable; "
+                                                                  "any --set key).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key for every cell: "
+                                                                 "key=value (repeatable).")] = None,
+    replicates: Annotated[int | None, typer.Option(help="Replicates per grid point, one cell each (overrides "
+                                                        "the preset).", min=1)] = None,
     out: StoreOption = DEFAULT_STORE,
     workers: Annotated[int, typer.Option(help="Worker processes of a local dask cluster (0: serially in this "
                                               "process).", min=0)] = 1,
@@ -303,9 +331,9 @@ def sweep(
                                                        "(instead of --workers).")] = None,
     threads: Annotated[int | None, typer.Option(help="Torch threads per cell (default: cores / workers).",
                                                 min=1)] = None,
-    resources: Annotated[list[str] | None, typer.Option("--resources", help="A dask worker resource each cell "
-                                                                            "needs: NAME=N, e.g. GPU=1 (repeatable).")
-                         ] = None,
+    resources: Annotated[list[str] | None, typer.Option("--resources",
+                                                        help="A dask worker resource each cell needs: "
+                                                             "NAME=N, e.g. GPU=1 (repeatable).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Finish this sweep in --out: run only the cells "
                                                           "without a record.")] = False,
 ) -> None:
@@ -315,9 +343,10 @@ def sweep(
 
     with user_errors():
         if scheduler is not None and workers != 1:
-            raise IncompatibleOptionsError("--workers and --scheduler exclude each other: the scheduler's workers "
-                                           "run the cells.")
-        # a default device adds nothing, so a sweep's id (a hash of its overrides) is what it was before --device
+            raise IncompatibleOptionsError("--workers and --scheduler exclude each other: the scheduler's "
+                                           "workers run the cells.")
+        # a default device adds nothing, so a sweep's id (a hash of its overrides) is what it was before
+        # --device
         sets = device_overrides(device, set_) if device != "auto" else list(set_ or [])
         plan = SweepPlan(experiment, preset, tuple(sets), parse_grid(grid or []), replicates)
         needs = {}
@@ -331,7 +360,8 @@ def sweep(
         where = scheduler or (f"{workers} local worker process(es)" if workers else "this process")
         err_console.print(f"sweep {plan.sweep_id}: {n_cells} cells on {where}", highlight=False)
         rerun = shlex.join(
-            ["resflow", "sweep", experiment, "--preset", preset, *[a for g in grid or [] for a in ("--grid", g)],
+            ["resflow", "sweep", experiment, "--preset", preset,
+             *[a for g in grid or [] for a in ("--grid", g)],
              *[a for item in set_ or [] for a in ("--set", item)],
              *(["--device", device] if device != "auto" else []),
              *(["--replicates", str(replicates)] if replicates else []),
@@ -344,8 +374,8 @@ def sweep(
                                resources=needs or None, resume=resume,
                                progress=lambda done, total, cell, ok: update(
                                    done, note=("done " if ok else "[red]FAILED[/] ") + cell))
-        table = Table(title=f"Sweep {result.sweep_id} ({len(result.records)} of {len(result.cells)} cells done; "
-                            f"{result.ran} run now)")
+        table = Table(title=f"Sweep {result.sweep_id} ({len(result.records)} of {len(result.cells)} "
+                            f"cells done; {result.ran} run now)")
         for column in ("cell", "record or error"):
             table.add_column(column)
         for cell in result.cells:
@@ -353,5 +383,5 @@ def sweep(
         console.print(table)
         console.print(f"manifest {result.manifest}", highlight=False)
         if result.failed:
-            raise ResflowError(f"{len(result.failed)} cell(s) failed: {'; '.join(result.failed)}. The other cells "
-                               f"are in the store; `{rerun}` retries only failed and missing cells.")
+            raise ResflowError(f"{len(result.failed)} cell(s) failed: {'; '.join(result.failed)}. The other "
+                               f"cells are in the store; `{rerun}` retries only failed and missing cells.")

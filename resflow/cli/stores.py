@@ -26,25 +26,29 @@ def _print_leftovers(report, removable_label: str, *, applied: bool = False) -> 
         elif left.writer_alive:
             state = "kept: its writer is running"
         else:
-            state = left.kept_because or "kept: written on another host (or its PID reused) and less than a day old"
-        console.print(f"  {left.what} {left.path.name} ({who}, {left.age_s:.0f} s old): {state}", highlight=False)
+            state = left.kept_because or ("kept: written on another host (or its PID reused) and less than "
+                                          "a day old")
+        console.print(f"  {left.what} {left.path.name} ({who}, {left.age_s:.0f} s old): {state}",
+                      highlight=False)
 
 
 @store_app.command()
 def check(store: StorePath) -> None:
-    """Load every record; list unreadable records, leftovers of killed writers, and runs in progress or interrupted
-    (changes nothing)."""
+    """Load every record; list unreadable records, leftovers of killed writers, and runs in progress or
+    interrupted (changes nothing)."""
     from resflow.workflows import check_store
 
     with user_errors():
         report = check_store(store)
-        console.print(f"{store}: {report.records} records, {report.records - len(report.unreadable)} readable, "
-                      f"{len(report.leftovers)} leftovers, {len(report.unfinished)} unfinished runs", highlight=False)
+        console.print(f"{store}: {report.records} records, {report.records - len(report.unreadable)} "
+                      f"readable, {len(report.leftovers)} leftovers, {len(report.unfinished)} "
+                      "unfinished runs", highlight=False)
         for record, error in report.unreadable.items():
             console.print(f"  [red]unreadable[/] {record}: {error}", highlight=False)
         _print_leftovers(report, f"removable by `resflow store gc {store}`")
         for unfinished in report.unfinished:
-            console.print("\n".join(f"  {line}" for line in unfinished.lines()), highlight=False, markup=False)
+            console.print("\n".join(f"  {line}" for line in unfinished.lines()), highlight=False,
+                          markup=False)
         if not report.ok:
             raise typer.Exit(code=1)
 
@@ -54,13 +58,13 @@ def gc(
     store: StorePath,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would be removed.")] = False,
 ) -> None:
-    """Remove partial records of killed writers and the directories of runs that did no work (never a finished
-    record, never a live writer's, never a checkpoint)."""
+    """Remove partial records of killed writers and the directories of runs that did no work (never a
+    finished record, never a live writer's, never a checkpoint)."""
     from resflow.workflows import gc_store
 
     with user_errors():
         report = gc_store(store, dry_run=dry_run)
         label = "would be removed" if dry_run else "removed"
-        console.print(f"{store}: {len(report.removed)} leftovers {label}, {len(report.leftovers) - len(report.removed)}"
-                      " kept", highlight=False)
+        console.print(f"{store}: {len(report.removed)} leftovers {label}, "
+                      f"{len(report.leftovers) - len(report.removed)} kept", highlight=False)
         _print_leftovers(report, label, applied=not dry_run)

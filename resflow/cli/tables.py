@@ -13,7 +13,8 @@ import re
 
 __all__ = ["print_table", "column_widths", "markdown_width"]
 
-UNIT = re.compile(r"(?:\[[^\[\]\n]{0,24}\]|\S)+")  # a wrap keeps on one line: a word, an interval [a, b] whole
+# a wrap keeps on one line: a word, an interval [a, b] whole
+UNIT = re.compile(r"(?:\[[^\[\]\n]{0,24}\]|\S)+")
 
 
 def _text(cell):
@@ -43,10 +44,12 @@ def column_widths(table, width: int) -> list[int] | None:
     proportion to what they lack of their whole width."""
     cells = [[_text(c).plain for c in column.cells] for column in table.columns]
     headers = [_text(column.header).plain for column in table.columns]
-    room = width - (3 * len(headers) + 1)  # the default box: a border between columns and at each edge, padding 1
+    # the default box: a border between columns and at each edge, padding 1
+    room = width - (3 * len(headers) + 1)
     whole = [max(_natural(h), *map(_natural, c)) for h, c in zip(headers, cells, strict=True)]
-    steps = ([max(_shortest(h), *map(_natural, c)) for h, c in zip(headers, cells, strict=True)],  # headers wrap
-             [max(_shortest(h), *map(_shortest, c)) for h, c in zip(headers, cells, strict=True)])  # cells too
+    # first the headers wrap, then the cells too
+    steps = ([max(_shortest(h), *map(_natural, c)) for h, c in zip(headers, cells, strict=True)],
+             [max(_shortest(h), *map(_shortest, c)) for h, c in zip(headers, cells, strict=True)])
     if sum(whole) <= room:
         return whole
     for least in steps:
@@ -58,8 +61,8 @@ def column_widths(table, width: int) -> list[int] | None:
 
 
 def _wrapped(cell, width: int, indent: str = ""):
-    """``cell`` as rich text broken into lines of at most ``width`` between units (styles kept), the lines after
-    the first starting with ``indent``; a unit wider than that is cut (folded)."""
+    """``cell`` as rich text broken into lines of at most ``width`` between units (styles kept), the lines
+    after the first starting with ``indent``; a unit wider than that is cut (folded)."""
     from rich.text import Text
 
     text = _text(cell)
@@ -108,8 +111,8 @@ def print_table(table, console) -> None:
 
 
 def markdown_width(console) -> int | None:
-    """The width Markdown output is fitted to: the terminal's, or ``COLUMNS`` where it is set; None (the Markdown
-    as written, for a file) when the output is not a terminal and no width is asked for."""
+    """The width Markdown output is fitted to: the terminal's, or ``COLUMNS`` where it is set; None (the
+    Markdown as written, for a file) when the output is not a terminal and no width is asked for."""
     import os
 
     return console.width if console.is_terminal or os.environ.get("COLUMNS", "").isdigit() else None

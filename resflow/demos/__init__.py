@@ -20,7 +20,8 @@ Every demo takes a ``seed`` (and a few sizes, checked with the package's shared 
 built on resflow's public API (nothing is re-implemented for teaching), and returns a
 :class:`DemoResult` whose ``figure`` displays inline in Jupyter (no backend is chosen) and whose
 ``data`` is an :class:`xarray.Dataset` with provenance attrs.  ``resflow demo --list`` lists them,
-``resflow demo NAME --out STORE`` saves one into the store's work directory, ``python -m resflow.demos`` runs them all.
+``resflow demo NAME --out STORE`` saves one into the store's work directory, ``python -m resflow.demos``
+runs them all.
 """
 
 from .core import DEMOS, DemoResult, run_demo

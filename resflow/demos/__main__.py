@@ -1,4 +1,5 @@
-"""``python -m resflow.demos [OUT_DIR]``: run every demo, print its time, save its figure if OUT_DIR is given."""
+"""``python -m resflow.demos [OUT_DIR]``: run every demo, print its time, save its figure if OUT_DIR is
+given."""
 
 import sys
 from pathlib import Path

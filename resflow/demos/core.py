@@ -40,7 +40,8 @@ class DemoResult:
         return buffer.getvalue()
 
     def save(self, path: str | Path) -> Path:
-        """Write the figure (provenance footer and PNG metadata) and the data beside it (``.nc``); never overwrites."""
+        """Write the figure (provenance footer and PNG metadata) and the data beside it (``.nc``); never
+        overwrites."""
         from ..analysis import save_figure
 
         path = Path(path)
@@ -55,8 +56,9 @@ class DemoResult:
         return save_figure(self.figure, path, dict(self.data.attrs))
 
 
+# teaching order: flows, ensembles, teachers, ...
 ORDER = ("stack_to_ode", "error_accumulation", "ensemble_averaging", "teacher_angles", "smooth_vs_rough",
-         "roughness_knob", "lesion_profiles", "llm_depth_fit")  # teaching order: flows, ensembles, teachers, ...
+         "roughness_knob", "lesion_profiles", "llm_depth_fit")
 
 
 def register(function: Callable[..., DemoResult]) -> Callable[..., DemoResult]:

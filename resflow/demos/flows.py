@@ -21,7 +21,8 @@ __all__ = ["stack_to_ode", "error_accumulation"]
 @register
 def stack_to_ode(seed: int = 0, *, width: int = 8, depths: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128),
                  schemes: tuple[str, ...] = ("euler", "midpoint", "rk4")) -> DemoResult:
-    """(a) A tied residual stack converges to its ODE as depth grows: error ~ depth^-p for a scheme of order p.
+    """(a) A tied residual stack converges to its ODE as depth grows: error ~ depth^-p for a scheme of
+    order p.
 
     The block is a smooth MLP (softplus², float64) so every scheme reaches its order; the reference
     is torchdiffeq's dopri5 at tolerance 1e-13.
@@ -37,7 +38,8 @@ def stack_to_ode(seed: int = 0, *, width: int = 8, depths: tuple[int, ...] = (2,
         err = data["error"].sel(scheme=scheme).values
         order = float(data["empirical_order"].sel(scheme=scheme))
         ax.loglog(depth, err, "o-", color=color, ms=4,
-                  label=f"{scheme}: order {int(data['declared_order'].sel(scheme=scheme))}, fitted {order:.2f}")
+                  label=f"{scheme}: order {int(data['declared_order'].sel(scheme=scheme))}, "
+                        f"fitted {order:.2f}")
     ax.set(xlabel="depth L (step 1/L)", ylabel="error against the ODE")  # one title: the figure's
     ax.legend(fontsize=8)
     return finish("stack_to_ode", "A residual stack is an ODE solver: error ∝ L^-p", fig, data, started,
@@ -81,5 +83,5 @@ def error_accumulation(seed: int = 0, *, q: int = 2, dim: int = 16, samples: int
                   label=f"law l^-{float(laws.exponent(f'accumulation-{kind}', ell=1.0, q=float(q))):g}")
     ax.set(xlabel="depth l", ylabel="squared global error", title=rf"local errors of size $\ell^{{-{q}}}$")
     ax.legend(fontsize=8)
-    return finish("error_accumulation", "Coherent vs incoherent accumulation of local errors", fig, data, started,
-                  {"q": q, "dim": dim, "samples": samples, "depths": list(depths)}, seed)
+    return finish("error_accumulation", "Coherent vs incoherent accumulation of local errors", fig, data,
+                  started, {"q": q, "dim": dim, "samples": samples, "depths": list(depths)}, seed)

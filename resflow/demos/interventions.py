@@ -47,19 +47,23 @@ def lesion_profiles(seed: int = 0, *, width: int = 16, batch: int = 256,
     data = xr.Dataset(
         {"lesion": (("teacher", "depth"), [[profiles[s][d][0].mean() for d in depths] for s in specs],
                     {"long_name": "mean damage of skipping one layer", "units": "1"}),
-         "lesion_rescaled": (("teacher", "depth"), [[profiles[s][d][1].mean() for d in depths] for s in specs],
+         "lesion_rescaled": (("teacher", "depth"),
+                             [[profiles[s][d][1].mean() for d in depths] for s in specs],
                              {"long_name": "mean damage, the other layers lengthened by depth/(depth - 1)",
                               "units": "1"}),
          "profile": (("teacher", "kind", "layer"), [[profiles[s][deepest][k] for k in (0, 1)] for s in specs],
                      {"long_name": f"damage per skipped layer at depth {deepest}", "units": "1"})},
-        coords={"teacher": list(specs), "depth": ("depth", list(depths), {"long_name": "depth", "units": "layers"}),
+        coords={"teacher": list(specs),
+                "depth": ("depth", list(depths), {"long_name": "depth", "units": "layers"}),
                 "kind": ["skipped", "rescaled"], "layer": np.arange(deepest)})
     fig, (left, right) = new_figure(2, figsize=(10, 4.2))
     mentions, right_mentions = Mentions(), Mentions()  # one per legend
     for color, spec in zip(("C0", "C3"), specs, strict=True):
         position = np.arange(deepest) / deepest
-        left.semilogy(position, profiles[spec][deepest][0], "-", color=color, label=f"{mentions(spec)}: skipped")
-        left.semilogy(position, profiles[spec][deepest][1], "--", color=color, label=f"{mentions(spec)}: rescaled")
+        left.semilogy(position, profiles[spec][deepest][0], "-", color=color,
+                      label=f"{mentions(spec)}: skipped")
+        left.semilogy(position, profiles[spec][deepest][1], "--", color=color,
+                      label=f"{mentions(spec)}: rescaled")
         for name, style in (("lesion", "o-"), ("lesion_rescaled", "s--")):
             values = data[name].sel(teacher=spec).values
             right.loglog(depths, values, style, color=color, ms=4,
@@ -69,5 +73,6 @@ def lesion_profiles(seed: int = 0, *, width: int = 16, batch: int = 256,
     right.set(xlabel="depth", ylabel="mean damage", title="against depth")
     left.legend(fontsize=7)
     right.legend(fontsize=7)
-    return finish("lesion_profiles", "Skipping a layer: a smooth flow is repaired by rescaling, an ensemble is not",
+    return finish("lesion_profiles",
+                  "Skipping a layer: a smooth flow is repaired by rescaling, an ensemble is not",
                   fig, data, started, {"width": width, "batch": batch, "depths": list(depths)}, seed)

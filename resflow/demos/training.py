@@ -53,34 +53,38 @@ def teacher_angles(seed: int = 0, *, width: int = 32, depth: int = 64, batch: in
     right.axhline(90, color="0.6", ls=":", lw=0.8)
     right.set(xlabel="layer l", ylabel="degrees", title="update angle θ(Δh_l, Δh_l+1)")
     right.legend(fontsize=8)
-    return finish("teacher_angles", "Smooth teachers take aligned steps; rough ones take orthogonal steps", fig, data,
-                  started, {"width": width, "depth": depth, "batch": batch, "teachers": list(teachers)}, seed)
+    return finish("teacher_angles", "Smooth teachers take aligned steps; rough ones take orthogonal steps",
+                  fig, data, started,
+                  {"width": width, "depth": depth, "batch": batch, "teachers": list(teachers)}, seed)
 
 
 @register
 def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] = (1, 2, 4, 8),
                     width: int = 4, teacher_depth: int = 16, lr_scale: float = 64.0) -> DemoResult:
-    """(e) Students of several depths trained for seconds on a smooth (tied) and a rough (independent) teacher.
+    """(e) Students of several depths trained for seconds on a smooth (tied) and a rough (independent)
+    teacher.
 
     A toy version of the main experiment (``resflow run smooth-vs-rough``): one replicate, width 4,
     600 steps at a large learning rate, so the students are far from trained and the slopes are
     rough (about 1.1 for the rough teacher and 1.6 for the smooth one at seed 0, against 1.12 and 2.77
     for the cpu preset's 12k steps and 1.23 and 3.05 for the converged run, docs/results.md); the smooth
-    teacher's loss already falls faster.  The recipe is :meth:`resflow.TrainConfig.classroom` at a fifth of its
-    steps and twice its learning rate; that recipe at its own size (width 8, 3000 steps) is the Python
+    teacher's loss already falls faster.  The recipe is :meth:`resflow.TrainConfig.classroom` at a fifth of
+    its steps and twice its learning rate; that recipe at its own size (width 8, 3000 steps) is the Python
     example of :func:`resflow.train`.
     """
     started = time.perf_counter()
     seed, steps = check_int("seed", seed, minimum=0), check_int("steps", steps, minimum=1)
     train_config = TrainConfig.classroom(steps=steps, lr_scale=lr_scale)
-    config = ExperimentConfig(experiment="smooth-vs-rough", width=width, teacher_depth=teacher_depth, depths=depths,
-                              replicates=1, seed=seed, teacher_seed=seed, lengths=(1.0,), train=train_config)
+    config = ExperimentConfig(experiment="smooth-vs-rough", width=width, teacher_depth=teacher_depth,
+                              depths=depths, replicates=1, seed=seed, teacher_seed=seed, lengths=(1.0,),
+                              train=train_config)
     result = train(config.student_specs(), config.teachers(), config.train, seed=seed)
     final = dict(zip(((spec.target, spec.depth) for spec in result.specs), result.final_batches.mean(axis=1),
                      strict=True))
     targets, ell = list(config.targets), np.array(config.depths, float)
     loss = np.array([[final[(t, d)] for d in config.depths] for t in targets])
-    data = xr.Dataset({"final_loss": (("target", "depth"), loss, {"long_name": "final test loss (MSE)", "units": "1"})},
+    data = xr.Dataset({"final_loss": (("target", "depth"), loss,
+                                      {"long_name": "final test loss (MSE)", "units": "1"})},
                       coords={"target": targets, "depth": ell})
     fig, (ax,) = new_figure(1, figsize=(5.5, 4.2))
     mentions = Mentions()
@@ -111,7 +115,8 @@ def llm_depth_fit(seed: int = 0, *, data: str | None = None, starts: int = 16) -
         raise ConfigError(f"the llm_depth_fit demo needs the Chinchilla table: {exc}") from None
     fit = fit_scaling_law(table, ScalingFitSettings(n_starts=starts, seed=seed))
     if fit.failure:  # a demo never draws a failed fit as if it were a result
-        raise FitFailedError(f"the llm_depth_fit demo's fit failed: {fit.failure}; try more starts (starts=64).")
+        raise FitFailedError(f"the llm_depth_fit demo's fit failed: {fit.failure}; "
+                             "try more starts (starts=64).")
     m, ell, tokens, loss = (table[c].to_numpy(float) for c in ("d_model", "n_layers", "num_tokens", "loss"))
     predicted = predict(fit.params, m, ell, tokens)
     depth_term = fit.params["c_l"] * ell ** -fit.params["alpha_l"]
@@ -120,13 +125,15 @@ def llm_depth_fit(seed: int = 0, *, data: str | None = None, starts: int = 16) -
                      coords={"n_layers": (("model",), ell), "d_model": (("model",), m)},
                      attrs={k: float(v) for k, v in fit.params.items()})
     fig, (left, right) = new_figure(2, figsize=(10, 4.2))
-    used = loss < np.sort(loss)[-fit.excluded] if fit.excluded else np.ones(loss.size, bool)  # the fit's own cut
+    # the fit's own cut
+    used = loss < np.sort(loss)[-fit.excluded] if fit.excluded else np.ones(loss.size, bool)
     left.loglog(loss[used], predicted[used], "o", ms=3, alpha=0.6, label="fitted")
     left.loglog(loss[~used], predicted[~used], "x", ms=3, color="0.6", label=f"excluded ({fit.excluded})")
     left.legend(fontsize=8)
     lims = [loss.min(), loss.max()]
     left.plot(lims, lims, color="0.5", lw=0.8)
-    left.set(xlabel="final loss", ylabel="fitted law", title=f"{fit.n_points} models ({fit.excluded} excluded)")
+    left.set(xlabel="final loss", ylabel="fitted law",
+             title=f"{fit.n_points} models ({fit.excluded} excluded)")
     order = np.argsort(ell)
     right.loglog(ell[order], depth_term[order], "-")
     right.set(xlabel="layers l", ylabel="c_l l^-α_l",

@@ -98,7 +98,8 @@ class ResidualStack(nn.Module):
 
     @property
     def width(self) -> int | None:
-        """The width :math:`d` of the states the stack acts on (its fields' ``dim``); None if no field says."""
+        """The width :math:`d` of the states the stack acts on (its fields' ``dim``); None if no field
+        says."""
         return next((f.dim for f in self._step_fields if getattr(f, "dim", None) is not None), None)
 
     @property
@@ -130,9 +131,10 @@ class ResidualStack(nn.Module):
                               f"{type(h).__name__}.")
         if width is not None and (h.ndim == 0 or h.shape[-1] != width):
             got = "a scalar" if h.ndim == 0 else f"shape {tuple(h.shape)}, width {h.shape[-1]}"
-            raise ShapeError(f"{name} must have last dimension {width}, the stack's width (its fields' dim); got "
-                             f"{got}. Pass states of shape (..., {width}), e.g. torch.randn(batch, {width}), or "
-                             f"build the stack from fields of the states' width.")
+            raise ShapeError(f"{name} must have last dimension {width}, the stack's width "
+                             f"(its fields' dim); got {got}. Pass states of shape (..., {width}), "
+                             f"e.g. torch.randn(batch, {width}), or "
+                             "build the stack from fields of the states' width.")
 
     def extra_repr(self) -> str:
         return (

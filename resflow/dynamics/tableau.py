@@ -212,8 +212,8 @@ def get_tableau(scheme: str | ButcherTableau) -> ButcherTableau:
     if isinstance(scheme, str) and scheme in TABLEAUX:
         return TABLEAUX[scheme]
     if isinstance(scheme, str):
-        raise UnknownNameError(f"scheme {scheme!r} is not registered{did_you_mean(scheme, TABLEAUX)}; or pass a "
-                               "resflow.ButcherTableau (resflow tableaux lists them).")
+        raise UnknownNameError(f"scheme {scheme!r} is not registered{did_you_mean(scheme, TABLEAUX)}; "
+                               "or pass a resflow.ButcherTableau (resflow tableaux lists them).")
     raise ConfigError(
         f"scheme must be a registered name or a ButcherTableau; got {scheme!r} ({type(scheme).__name__})."
     )

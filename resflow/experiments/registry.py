@@ -3,8 +3,8 @@
 Experiments are entry points of the group ``resflow.experiments`` (``pyproject.toml``: ``NAME =
 "resflow.sims.MODULE:EXPERIMENT"``), so this layer never imports the layer above it by a name in its
 code, and another installed package can add experiments the same way.  A test checks that every
-module of ``sims/`` that defines ``EXPERIMENT`` is declared.  The command line's choices, ``--set`` validation and the
-generated preset tables in ``docs/experiments.md`` all come from here.
+module of ``sims/`` that defines ``EXPERIMENT`` is declared.  The command line's choices, ``--set``
+validation and the generated preset tables in ``docs/experiments.md`` all come from here.
 """
 
 from __future__ import annotations
@@ -68,17 +68,19 @@ class Experiment:
         object.__setattr__(self, "seconds", MappingProxyType(dict(self.seconds)))
         unknown = sorted((set(self.notes) | set(self.costs) | set(self.seconds)) - set(self.presets))
         if unknown:
-            raise ConfigError(f"notes, costs or seconds of experiment {self.name!r} name presets it does not have: "
-                              f"{unknown}.")
+            raise ConfigError(f"notes, costs or seconds of experiment {self.name!r} "
+                              f"name presets it does not have: {unknown}.")
         bad = {k: v for k, v in self.seconds.items() if not isinstance(v, int | float) or not v > 0}
         if bad:
-            raise ConfigError(f"seconds of experiment {self.name!r} must be positive numbers of seconds; got {bad}.")
+            raise ConfigError(f"seconds of experiment {self.name!r} must be positive numbers of seconds; "
+                              f"got {bad}.")
         for key, config in self.presets.items():
             if getattr(config, "experiment", None) != self.name or not all(
-                    hasattr(config, a) for a in ("with_overrides", "describe", "keys", "progress_total", "to_json")):
+                    hasattr(config, a)
+                    for a in ("with_overrides", "describe", "keys", "progress_total", "to_json")):
                 raise ConfigError(f"preset {key!r} of experiment {self.name!r} must be a configuration with "
-                                  f"experiment={self.name!r} (an ExperimentConfig, or one with its with_overrides, "
-                                  "describe, keys, progress_total and to_json).")
+                                  f"experiment={self.name!r} (an ExperimentConfig, or one with its "
+                                  "with_overrides, describe, keys, progress_total and to_json).")
 
     def preset(self, name: str) -> Any:
         if name not in self.presets:
@@ -95,10 +97,11 @@ def _discover() -> Mapping[str, Experiment]:
             experiment = point.load()
         except Exception as exc:  # a broken plug-in: name it, and how to find it
             raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} does not load "
-                              f"({type(exc).__name__}: {exc}); fix or uninstall the package declaring it.") from None
+                              f"({type(exc).__name__}: {exc}); "
+                              "fix or uninstall the package declaring it.") from None
         if not isinstance(experiment, Experiment) or experiment.name != point.name:
-            raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} must be an Experiment "
-                              f"named {point.name!r}; got {experiment!r:.80}.")
+            raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} "
+                              f"must be an Experiment named {point.name!r}; got {experiment!r:.80}.")
         if experiment.name in found:
             raise ConfigError(f"two entry points declare the experiment {experiment.name!r}.")
         found[experiment.name] = experiment

@@ -1,4 +1,5 @@
-"""Generate ``docs/experiments.md`` from the registry: ``python -m resflow.experiments.render > docs/experiments.md``.
+"""Generate ``docs/experiments.md`` from the registry:
+``python -m resflow.experiments.render > docs/experiments.md``.
 
 Every preset value in the documentation is read from the registered configurations, never typed by
 hand; a test checks that the committed file is up to date.

@@ -1,7 +1,8 @@
 r"""Verdict v3: a depth is certified when independent training routes reach the same loss there.
 
 ``docs/design/certification.md`` is the design; in short, for one series (target, scheme, temperature,
-structure) with final losses :math:`\mathcal L(\ell, r, \text{route}, \text{init}, \text{length}, \text{batch})`:
+structure) with final losses
+:math:`\mathcal L(\ell, r, \text{route}, \text{init}, \text{length}, \text{batch})`:
 
 * every student passes the **tail test** (:func:`resflow.fitting.extrapolation.tail_test`): at most
   ``TAIL_TOLERANCE`` of its loss left to lose, from a checked fit of its loss along :math:`\ge 4` lengths;
@@ -17,11 +18,12 @@ Why 5%: over :math:`\ell = 2, 4, 8, 16` the least-squares slope weighs the depth
 :math:`1.154 \ln 1.05 = 0.056`, half of verdict v2's drift tolerance and under a twentieth of the
 separation of the two readings.
 
-:func:`route_error` propagates the spreads into an exponent's interval.  A trained student's loss bounds the
-loss its architecture can reach from above, so the truth at a depth lies within :math:`\ln(1 + s_\ell)` *below*
-the best loss, never above it: a spread at a deep depth (positive weight) can only raise the exponent, one at
-a shallow depth only lower it.  The interval widens downwards by :math:`\sum_{w_\ell < 0} |w_\ell| \ln(1+s_\ell)`
-and upwards by :math:`\sum_{w_\ell > 0} w_\ell \ln(1+s_\ell)`.
+:func:`route_error` propagates the spreads into an exponent's interval.  A trained student's loss bounds
+the loss its architecture can reach from above, so the truth at a depth lies within :math:`\ln(1 + s_\ell)`
+*below* the best loss, never above it: a spread at a deep depth (positive weight) can only raise the
+exponent, one at a shallow depth only lower it.  The interval widens downwards by
+:math:`\sum_{w_\ell < 0} |w_\ell| \ln(1+s_\ell)` and upwards by
+:math:`\sum_{w_\ell > 0} w_\ell \ln(1+s_\ell)`.
 
 Also per depth: the spread over initialisations (pooled standard deviation of log loss over the inits of
 one route and teacher) and over teachers (standard deviation of the best log loss over replicates), so a
@@ -50,8 +52,8 @@ class DepthCertificate:
 
     ``best`` is the best loss per replicate (NaN where no student finished); ``route_spread`` and
     ``route_spread_high`` the largest spread over replicates (point and upper 95% end; NaN with one student);
-    ``compared`` says what was compared (``"routes"``, ``"inits"`` when one route trained the depth, ``"none"``);
-    ``reasons`` why the depth is not certified (empty when it is).
+    ``compared`` says what was compared (``"routes"``, ``"inits"`` when one route trained the depth,
+    ``"none"``); ``reasons`` why the depth is not certified (empty when it is).
     """
 
     depth: int
@@ -86,15 +88,17 @@ def slope_weights(depths) -> np.ndarray:
 def route_error(depths, spreads) -> tuple[float, float]:
     """How far the exponent of the depths' best losses may lie from the exponent of the losses their
     architectures can reach, down and up, when each of those is up to :math:`\\ln(1 + s_\\ell)` below the best
-    loss (module docstring): :math:`(\\sum_{w<0} |w_\\ell| \\ln(1+s_\\ell), \\sum_{w>0} w_\\ell \\ln(1+s_\\ell))`.  NaN
-    spreads count as 0 (the depth is then uncertified and says so)."""
+    loss (module docstring):
+    :math:`(\\sum_{w<0} |w_\\ell| \\ln(1+s_\\ell), \\sum_{w>0} w_\\ell \\ln(1+s_\\ell))`.
+    NaN spreads count as 0 (the depth is then uncertified and says so)."""
     s = np.log1p(np.maximum(np.nan_to_num(np.asarray(spreads, float), nan=0.0, posinf=np.inf), 0.0))
     w = slope_weights(depths)
     return float(np.sum(-w[w < 0] * s[w < 0])), float(np.sum(w[w > 0] * s[w > 0]))
 
 
 def _spread(worst: np.ndarray, best: np.ndarray) -> tuple[float, float]:
-    """Spread of two students' losses ``(batch,)`` on paired batches: mean ratio − 1 and its upper 95% end."""
+    """Spread of two students' losses ``(batch,)`` on paired batches: mean ratio − 1 and its upper 95%
+    end."""
     from scipy import stats
 
     point = float(worst.mean() / best.mean() - 1.0)
@@ -111,8 +115,8 @@ def certify_depths(depths, lengths, batch_losses: np.ndarray, trained: np.ndarra
     """The :class:`DepthCertificate` of every depth of one series.
 
     ``batch_losses`` is ``(depth, replicate, route, init, length, eval_batch)`` (NaN where a student failed or
-    does not exist), ``trained`` ``(depth, replicate, route, init)`` says which students exist, ``routes`` names
-    the route axis, ``lengths`` the training lengths (shortest first).
+    does not exist), ``trained`` ``(depth, replicate, route, init)`` says which students exist, ``routes``
+    names the route axis, ``lengths`` the training lengths (shortest first).
     """
     data = np.asarray(batch_losses, float)
     trained = np.asarray(trained, bool)
@@ -147,7 +151,8 @@ def certify_depths(depths, lengths, batch_losses: np.ndarray, trained: np.ndarra
                 if len(logs) >= 2:
                     init_var.append(float(np.var(logs, ddof=1)))
             groups: dict = {}
-            for c, v in done.items():  # the best student of each route (or each init, when one route trained it)
+            # the best student of each route (or each init, when one route trained it)
+            for c, v in done.items():
                 key = c[0] if compared == "routes" else c
                 if key not in groups or v.mean() < groups[key].mean():
                     groups[key] = v
@@ -157,7 +162,8 @@ def certify_depths(depths, lengths, batch_losses: np.ndarray, trained: np.ndarra
                 spreads.append(point)
                 highs.append(high)
         passed = sum(t.passed for t in tails)
-        worst_tail = max(tails, key=lambda t: -1.0 if math.isnan(t.gain_bound) else t.gain_bound).text if tails else ""
+        worst_tail = (max(tails, key=lambda t: -1.0 if math.isnan(t.gain_bound) else t.gain_bound).text
+                      if tails else "")
         if compared == "none":
             reasons.append("one start: no second route or init to compare")
         if failed:
@@ -166,14 +172,15 @@ def certify_depths(depths, lengths, batch_losses: np.ndarray, trained: np.ndarra
         high = max(highs) if highs else math.nan
         if spreads and not high <= route_tolerance:
             what = "routes" if compared == "routes" else "inits (one route)"
-            reasons.append(f"the {what} disagree: the worst is {spread:.1%} (up to {high:.1%}) above the best "
-                           f"(tolerance {route_tolerance:.0%})")
+            reasons.append(f"the {what} disagree: the worst is {spread:.1%} (up to {high:.1%}) above "
+                           f"the best (tolerance {route_tolerance:.0%})")
         if passed < len(tails):
-            reasons.append(f"{len(tails) - passed} of {len(tails)} students fail the tail test (worst: {worst_tail})")
+            reasons.append(f"{len(tails) - passed} of {len(tails)} students fail the tail test "
+                           f"(worst: {worst_tail})")
         out.append(DepthCertificate(
-            depth=int(depth), certified=not reasons, best=tuple(float(v) for v in best), best_route=tuple(best_route),
-            route_spread=spread, route_spread_high=high, compared=compared, routes=tuple(here), inits=inits,
-            tail_passed=passed, students=len(tails), worst_tail=worst_tail,
+            depth=int(depth), certified=not reasons, best=tuple(float(v) for v in best),
+            best_route=tuple(best_route), route_spread=spread, route_spread_high=high, compared=compared,
+            routes=tuple(here), inits=inits, tail_passed=passed, students=len(tails), worst_tail=worst_tail,
             init_spread=math.sqrt(float(np.mean(init_var))) if init_var else math.nan,
             teacher_spread=float(np.std(log_best, ddof=1)) if len(log_best) >= 2 else math.nan,
             reasons=tuple(reasons)))

@@ -55,8 +55,9 @@ import numpy as np
 
 from ..errors import ConfigError
 
-__all__ = ["NOISE_P", "CEILING_P", "LossLimit", "loss_limit", "loss_limits", "geometric_ratio", "asymptotic_interval",
-           "TailTest", "tail_test", "TAIL_TOLERANCE", "TAIL_SLOWEST_GAMMA", "TAIL_MIN_LENGTHS", "TAIL_CONFIDENCE"]
+__all__ = ["NOISE_P", "CEILING_P", "LossLimit", "loss_limit", "loss_limits", "geometric_ratio",
+           "asymptotic_interval", "TailTest", "tail_test", "TAIL_TOLERANCE", "TAIL_SLOWEST_GAMMA",
+           "TAIL_MIN_LENGTHS", "TAIL_CONFIDENCE"]
 
 NOISE_P = 0.001  # a fall is real when noise alone would exceed it with at most this probability (one-sided t)
 CEILING_P = 0.05  # the largest fall the noise allows: a one-sided 95% bound
@@ -85,13 +86,13 @@ def geometric_ratio(steps) -> float:
     """The common ratio :math:`q` of the last three training lengths; an error if they are not geometric."""
     steps = np.asarray(steps, float)
     if steps.size < 3:
-        raise ConfigError(f"the loss limit needs at least three training lengths; got {steps.size}. Train with "
-                          "lengths like (0.25, 0.5, 1).")
+        raise ConfigError(f"the loss limit needs at least three training lengths; got {steps.size}. "
+                          "Train with lengths like (0.25, 0.5, 1).")
     a, b, c = steps[-3:]
     q = b / a
     if not (q > 1 and math.isclose(c / b, q, rel_tol=1e-3)):
-        raise ConfigError(f"the last three training lengths must be a geometric progression (like 0.25, 0.5, 1); "
-                          f"got steps {a:g}, {b:g}, {c:g}.")
+        raise ConfigError("the last three training lengths must be a geometric progression "
+                          f"(like 0.25, 0.5, 1); got steps {a:g}, {b:g}, {c:g}.")
     return float(q)
 
 
@@ -185,7 +186,8 @@ def asymptotic_interval(depths, batch_losses: np.ndarray, *, transform: np.ndarr
             return math.nan
         return float(slopes(depths, limit / divide))
 
-    data = np.asarray(batch_losses, float)[:, :, -3:].transpose(1, 0, 2, 3)  # (replicate, depth, length, batch)
+    # (replicate, depth, length, batch)
+    data = np.asarray(batch_losses, float)[:, :, -3:].transpose(1, 0, 2, 3)
     return over_replicates(statistic, data, confidence=confidence, seed=seed)
 
 

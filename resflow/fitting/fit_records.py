@@ -1,8 +1,8 @@
 """Fits as store records: a run's :class:`~resflow.fitting.fits.SeriesFit` list as an xarray Dataset and back.
 
 A ``fit`` record has one entry per series on dim ``series`` (coordinates ``target``, ``scheme``,
-``student_groups``, ``temperature``), the replicate-mean losses on ``(series, depth)``, and in its attrs the fit
-settings and the ``toy-run`` record it fits (``docs/design/store.md``).  Reading it back gives
+``student_groups``, ``temperature``), the replicate-mean losses on ``(series, depth)``, and in its attrs the
+fit settings and the ``toy-run`` record it fits (``docs/design/store.md``).  Reading it back gives
 fits equal to the ones written, so a comparison never refits.
 """
 
@@ -32,8 +32,8 @@ def fit_problems(ds: xr.Dataset) -> list[str]:
 
 _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit record
     "n_replicates": ("replicates per depth", "1"),
-    "exponent": ("depth exponent alpha (loss ~ depth^-alpha): mean over replicates of their least-squares slopes",
-                 "1"),
+    "exponent": ("depth exponent alpha (loss ~ depth^-alpha): mean over replicates of their "
+                 "least-squares slopes", "1"),
     "ci_low": ("lower end of the interval of alpha", "1"),
     "ci_high": ("upper end of the interval of alpha", "1"),
     "ci_method": ("how the interval was obtained", "1"),
@@ -47,11 +47,12 @@ _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit r
     "offset_exponent": ("alpha of the offset fit A depth^-alpha + C", "1"),
     "offset_floor": ("floor C of the offset fit", "loss"),
     "previous_exponent": ("alpha at the second-longest training length", "1"),
-    "drift": ("alpha at the longest length minus at the previous one (mean of paired per-replicate differences)",
-              "1"),
+    "drift": ("alpha at the longest length minus at the previous one "
+              "(mean of paired per-replicate differences)", "1"),
     "drift_low": ("lower end of the 90% interval of the drift", "1"),
     "drift_high": ("upper end of the 90% interval of the drift", "1"),
-    "asymptotic_exponent": ("alpha of the extrapolated limits L_inf(depth): an estimate, never converged", "1"),
+    "asymptotic_exponent": ("alpha of the extrapolated limits L_inf(depth): an estimate, never converged",
+                            "1"),
     "asymptotic_ci_low": ("lower end of the interval of the asymptotic alpha", "1"),
     "asymptotic_ci_high": ("upper end of the interval of the asymptotic alpha", "1"),
     "asymptotic_law_exponent": ("law-aware alpha of the extrapolated limits: an estimate", "1"),
@@ -77,14 +78,17 @@ _BY_DEPTH = {  # SeriesFit per-depth field -> (variable, long_name, units)
     "limits": ("limit_by_depth", "extrapolated limit of the loss along training (replicate mean)", "loss"),
     "gains": ("gain_by_depth", "remaining gain (L(T) - L_inf) / L(T) (replicate mean; inf: no limit)", "1"),
     "gain_highs": ("gain_high_by_depth", "upper end of the 90% interval of the remaining gain", "1"),
-    "route_spread": ("route_spread", "worst route's best loss / best loss - 1 (largest over replicates)", "1"),
-    "route_spread_high": ("route_spread_high", "upper end of the one-sided 95% interval of the route spread", "1"),
+    "route_spread": ("route_spread", "worst route's best loss / best loss - 1 (largest over replicates)",
+                     "1"),
+    "route_spread_high": ("route_spread_high", "upper end of the one-sided 95% interval of the route spread",
+                          "1"),
     "init_spread": ("init_spread", "pooled sd of log loss over the inits of one route and teacher", "1"),
     "teacher_spread": ("teacher_spread", "sd of the best log loss over replicates (teachers)", "1"),
 }
 _BY_REPLICATE = {  # SeriesFit per-replicate field -> (variable, long_name)
     "replicate_exponents": ("exponent_by_replicate", "alpha of the replicate's best losses"),
-    "replicate_law_exponents": ("law_exponent_by_replicate", "law-aware alpha of the replicate's best losses"),
+    "replicate_law_exponents": ("law_exponent_by_replicate",
+                                "law-aware alpha of the replicate's best losses"),
 }
 
 
@@ -127,13 +131,15 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
     coords = {
         "series": ("series", np.arange(len(fits)), {"long_name": "fitted series"}),
         "target": ("series", [f.target for f in fits], {"long_name": "teacher (target function)"}),
-        "scheme": ("series", [f.scheme for f in fits], {"long_name": "Runge-Kutta scheme of the student block"}),
+        "scheme": ("series", [f.scheme for f in fits],
+                   {"long_name": "Runge-Kutta scheme of the student block"}),
         "student_groups": ("series", [f.student_groups for f in fits], {
             "long_name": "weight groups of the students (0: every layer its own weights)", "units": "1"}),
         "temperature": ("series", [math.nan if f.temperature is None else f.temperature for f in fits],
                         {"long_name": "teacher temperature (NaN for MSE)", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
-        "replicate": ("replicate", replicates, {"long_name": "replicate (own teacher, data stream and init)"}),
+        "replicate": ("replicate", replicates,
+                      {"long_name": "replicate (own teacher, data stream and init)"}),
     }
     attrs = {"loss": fits[0].loss, "source_record": source_record, "fit_settings": settings.to_json(),
              "lengths": json.dumps(list(fits[0].lengths))}
@@ -166,10 +172,12 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
                 value = float(value)
             values[name] = value
         have = [d for d, keep in zip(depths, row["fitted_depth"].values, strict=True) if keep]
-        per_depth = {field: tuple(float(v) for d, v in zip(depths, row[name].values, strict=True) if d in have)
+        per_depth = {field: tuple(float(v) for d, v in zip(depths, row[name].values, strict=True)
+                                  if d in have)
                      for field, (name, _, _) in _BY_DEPTH.items() if name in row}
         per_depth["losses"] = tuple(v for v in per_depth["losses"] if np.isfinite(v))
-        if not any(np.isfinite(v) or np.isinf(v) for v in per_depth.get("gains", ())):  # no verdict-v2 per depth
+        # no verdict-v2 per depth
+        if not any(np.isfinite(v) or np.isinf(v) for v in per_depth.get("gains", ())):
             for field in ("limits", "gains", "gain_highs"):
                 per_depth[field] = ()
         if "certified_depth" in row:  # verdict v3 (records of before it: not certified, the field defaults)
@@ -188,12 +196,14 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
             per_depth["replicates"] = tuple(r for r, v in zip(reps, row["exponent_by_replicate"].values,
                                                               strict=True) if np.isfinite(v))
         temperature = float(row["temperature"])
-        groups = int(row["student_groups"].item()) if "student_groups" in row.coords else 0  # older records: plain
+        # older records: plain
+        groups = int(row["student_groups"].item()) if "student_groups" in row.coords else 0
         out.append(SeriesFit(
-            target=str(row["target"].item()), loss=str(ds.attrs.get("loss", "?")), scheme=str(row["scheme"].item()),
-            student_groups=groups,
+            target=str(row["target"].item()), loss=str(ds.attrs.get("loss", "?")),
+            scheme=str(row["scheme"].item()), student_groups=groups,
             temperature=None if math.isnan(temperature) else temperature, depths=tuple(have),
-            lengths=tuple(json.loads(ds.attrs.get("lengths", "[0.5, 1.0]"))),  # older records: the first verdict's
+            # older records: the first verdict's
+            lengths=tuple(json.loads(ds.attrs.get("lengths", "[0.5, 1.0]"))),
             **per_depth, **values,
         ))
     return out

@@ -14,14 +14,12 @@ For one series (a target, scheme, temperature and structure) with final test los
   (:mod:`resflow.fitting.intervals`: one estimator), widened by the **route error**
   (:func:`~resflow.fitting.certification.route_error`: down by the spreads of the shallow depths, up by those
   of the deep ones, since a trained loss bounds the reachable loss from above), so an uncertified depth widens
-  the interval rather
-  than being used silently as a point; ``replicate_ci_low``/``replicate_ci_high`` keep the interval without
-  it; the exponent is ``certified`` only when every depth is, otherwise a bound;
+  the interval rather than being used silently as a point; ``replicate_ci_low``/``replicate_ci_high`` keep
+  the interval without it; the exponent is ``certified`` only when every depth is, otherwise a bound;
 * ``law_exponent``: the same after dividing out the finite teacher's factor
-  (:mod:`resflow.fitting.law_fit`) -- *the exponent against an infinitely deep teacher, if the
-  finite-teacher law holds*; the number to hold against the asymptotic laws (ensemble 1,
-  procedural 2-3), and the one the regime is read from; refused (NaN, law ``"none"``) for teachers
-  without a derived factor;
+  (:mod:`resflow.fitting.law_fit`) -- *the exponent against an infinitely deep teacher, if the finite-teacher
+  law holds*; the number to hold against the asymptotic laws (ensemble 1, procedural 2-3), and the one the
+  regime is read from; refused (NaN, law ``"none"``) for teachers without a derived factor;
 * ``offset_exponent``/``offset_floor``: a fit :math:`A\ell^{-\alpha} + C` of the mean curve, a
   check for a floor;
 * verdict v2 (:mod:`resflow.fitting.verdict`) of the best students: converged only if the exponent's
@@ -41,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +53,7 @@ from .certification import ROUTE_TOLERANCE, certify_depths, route_error
 from .extrapolation import TAIL_TOLERANCE, asymptotic_interval, geometric_ratio
 from .intervals import BOOTSTRAP_SAMPLES, CONFIDENCE, exponent_interval
 from .law_fit import NO_LAW, finite_teacher_factor, law_for_target
+from .power_law import fit_exponent, fit_offset
 from .regimes import classify
 from .verdict import DRIFT_TOLERANCE, GAIN_TOLERANCE, convergence_verdict
 
@@ -131,7 +129,8 @@ class SeriesFit:
     # verdict v3 (resflow.fitting.certification)
     certified: bool = False  # every depth certified: the exponent is a measurement, not a bound
     certified_depths: tuple[int, ...] = ()
-    route_spread: tuple[float, ...] = ()  # per depth: worst route's best loss / best - 1 (largest over replicates)
+    # per depth: worst route's best loss / best - 1 (largest over replicates)
+    route_spread: tuple[float, ...] = ()
     route_spread_high: tuple[float, ...] = ()  # its upper 95% end over the evaluation batches
     depth_verdicts: tuple[str, ...] = ()  # per depth: "certified" or "not certified: why"
     init_spread: tuple[float, ...] = ()  # per depth: pooled sd of log loss over inits (one route and teacher)
@@ -165,36 +164,10 @@ class SeriesFit:
         for name in ("depths", "losses", "lengths", "limits", "gains", "gain_highs", "route_spread",
                      "route_spread_high", "init_spread", "teacher_spread", "replicate_exponents",
                      "replicate_law_exponents", "certified_depths", "replicates", "routes", "depth_verdicts"):
-            out[name] = [None if isinstance(v, float) and not np.isfinite(v) else v for v in getattr(self, name)]
+            values = getattr(self, name)
+            out[name] = [None if isinstance(v, float) and not np.isfinite(v) else v for v in values]
         out["remaining_gain"] = self.remaining_gain
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in out.items()}
-
-
-def fit_exponent(depths, losses) -> float:
-    """:math:`\\alpha` = minus the least-squares slope of log loss on log depth."""
-    return slopes(depths, losses)
-
-
-def fit_offset(depths, losses) -> tuple[float, float, float] | None:
-    """Fit :math:`A\\ell^{-\\alpha} + C` (C >= 0) on log-loss; ``(A, alpha, C)`` or None if it fails."""
-    from scipy.optimize import OptimizeWarning, curve_fit
-
-    d, y = np.asarray(depths, float), np.asarray(losses, float)
-    if d.size < 4:
-        return None
-
-    def model(x, log_a, alpha, log_c):
-        return np.log(np.exp(log_a) * x ** (-alpha) + np.exp(log_c))
-
-    alpha0 = fit_exponent(d, y)
-    p0 = (np.log(y[0]) + alpha0 * np.log(d[0]), alpha0, np.log(y.min()) - 3)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OptimizeWarning)  # covariance unused; only the point estimate
-            (log_a, alpha, log_c), _ = curve_fit(model, d, np.log(y), p0=p0, maxfev=20000)
-    except (RuntimeError, ValueError):
-        return None
-    return float(np.exp(log_a)), float(alpha), float(np.exp(log_c))
 
 
 def _teacher_depth(ds: xr.Dataset) -> float:
@@ -207,10 +180,11 @@ def _nan_fit(label: dict, loss: str, depths: list[int], n: int, law: str, teache
     return SeriesFit(
         target=str(label.get("target", "")), loss=loss, scheme=str(label.get("scheme", "")),
         student_groups=int(label.get("student_groups", 0)),
-        temperature=float(label["temperature"]) if "temperature" in label else None, depths=tuple(depths), losses=(),
-        n_replicates=n, exponent=nan, ci_low=nan, ci_high=nan, ci_method="none", boot_low=nan, boot_high=nan,
-        law=law, teacher_depth=teacher_depth, law_exponent=nan, law_ci_low=nan, law_ci_high=nan,
-        offset_exponent=None, offset_floor=None, lengths=lengths, converged=False, verdict=verdict, regime=regime)
+        temperature=float(label["temperature"]) if "temperature" in label else None, depths=tuple(depths),
+        losses=(), n_replicates=n, exponent=nan, ci_low=nan, ci_high=nan, ci_method="none", boot_low=nan,
+        boot_high=nan, law=law, teacher_depth=teacher_depth, law_exponent=nan, law_ci_low=nan,
+        law_ci_high=nan, offset_exponent=None, offset_floor=None, lengths=lengths, converged=False,
+        verdict=verdict, regime=regime)
 
 
 def _geometric(lengths) -> bool:
@@ -223,9 +197,10 @@ def _geometric(lengths) -> bool:
 
 def best_students(batches: np.ndarray, trained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The best start of every (depth, replicate) cell: ``(best, found)`` with ``best`` the losses
-    ``(depth, replicate, length, eval_batch)`` of the student (route, init) whose full-length loss is lowest among
-    the finished ones, and ``found`` ``(depth, replicate)`` False where none finished.  ``batches`` is
-    ``(depth, replicate, route, init, length, eval_batch)``, ``trained`` ``(depth, replicate, route, init)``."""
+    ``(depth, replicate, length, eval_batch)`` of the student (route, init) whose full-length loss is lowest
+    among the finished ones, and ``found`` ``(depth, replicate)`` False where none finished.  ``batches`` is
+    ``(depth, replicate, route, init, length, eval_batch)``, ``trained``
+    ``(depth, replicate, route, init)``."""
     final = np.asarray(batches, float)[..., -1, :].mean(axis=-1)
     usable = np.asarray(trained, bool) & np.all(np.isfinite(np.asarray(batches, float)), axis=(-2, -1))
     score = np.where(usable, final, np.inf).reshape(*final.shape[:2], -1)
@@ -238,10 +213,11 @@ def best_students(batches: np.ndarray, trained: np.ndarray) -> tuple[np.ndarray,
 def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str, teacher_depth: float,
                settings: FitSettings, trained: np.ndarray | None = None, routes=("scratch",),
                replicates=None, **label: Any) -> SeriesFit:
-    """Fit one series from its final losses ``batches`` ``(depth, replicate, route, init, length, eval_batch)``
-    (``trained``: which of those students exist, default all; ``routes`` names the route axis; a 4-d array
-    ``(depth, replicate, length, eval_batch)`` is one start); every (depth, replicate) needs a finished student.
-    ``label`` holds ``loss``, ``temperature``, ``student_groups`` (module docstring)."""
+    """Fit one series from its final losses ``batches``
+    ``(depth, replicate, route, init, length, eval_batch)`` (``trained``: which of those students exist,
+    default all; ``routes`` names the route axis; a 4-d array ``(depth, replicate, length, eval_batch)`` is
+    one start); every (depth, replicate) needs a finished student.  ``label`` holds ``loss``,
+    ``temperature``, ``student_groups`` (module docstring)."""
     depths, lengths = [int(d) for d in depths], tuple(float(v) for v in lengths)
     batches = np.asarray(batches, float)
     if batches.ndim == 4:
@@ -258,7 +234,8 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
     factor = finite_teacher_factor(law, depths, teacher_depth) if law is not None else None
     lawful = (exponent_interval(depths, full, confidence=conf, samples=samples, transform=factor)
               if factor is not None and np.all(np.isfinite(factor)) else None)
-    certificates = certify_depths(depths, lengths, batches, trained, routes, route_tolerance=settings.route_tolerance,
+    certificates = certify_depths(depths, lengths, batches, trained, routes,
+                                  route_tolerance=settings.route_tolerance,
                                   tail_tolerance=settings.tail_tolerance)
     spreads = tuple(c.route_spread for c in certificates)
     down, up = route_error(depths, spreads)
@@ -282,8 +259,8 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
     uncertified = [c for c in certificates if not c.certified]
     certificate = ("certified: every depth's routes agree within "
                    f"{settings.route_tolerance:.0%} and every student passes the tail test" if certified else
-                   "not certified (the exponent is a bound): " + "; ".join(f"ℓ = {c.depth}: {'; '.join(c.reasons)}"
-                                                                         for c in uncertified))
+                   "not certified (the exponent is a bound): "
+                   + "; ".join(f"ℓ = {c.depth}: {'; '.join(c.reasons)}" for c in uncertified))
     temperature = label.get("temperature")
     present = [str(r) for k, r in enumerate(routes) if trained[:, :, k].any()]
     return SeriesFit(
@@ -294,18 +271,21 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
         exponent=plain.value, ci_low=plain.low - down, ci_high=plain.high + up, ci_method=plain.method
         + (f", widened by the route spreads (-{down:.3f}, +{up:.3f})" if down + up > 0 else ""),
         boot_low=plain.boot_low, boot_high=plain.boot_high, law=law or NO_LAW, teacher_depth=teacher_depth,
-        law_exponent=lawful.value if lawful else math.nan, law_ci_low=lawful.low - down if lawful else math.nan,
+        law_exponent=lawful.value if lawful else math.nan,
+        law_ci_low=lawful.low - down if lawful else math.nan,
         law_ci_high=lawful.high + up if lawful else math.nan,
-        offset_exponent=None if offset is None else offset[1], offset_floor=None if offset is None else offset[2],
-        lengths=lengths, previous_exponent=verdict.previous_exponent, drift=verdict.drift,
-        drift_low=verdict.drift_low, drift_high=verdict.drift_high, limits=verdict.limits, gains=verdict.gains,
+        offset_exponent=None if offset is None else offset[1],
+        offset_floor=None if offset is None else offset[2], lengths=lengths,
+        previous_exponent=verdict.previous_exponent, drift=verdict.drift, drift_low=verdict.drift_low,
+        drift_high=verdict.drift_high, limits=verdict.limits, gains=verdict.gains,
         gain_highs=verdict.gain_highs,
         asymptotic_exponent=asym["value"], asymptotic_ci_low=asym["low"], asymptotic_ci_high=asym["high"],
         asymptotic_law_exponent=asym_law["value"], asymptotic_law_ci_low=asym_law["low"],
         asymptotic_law_ci_high=asym_law["high"], asymptotic_regime=asymptotic_regime,
         certified=certified, certified_depths=tuple(c.depth for c in certificates if c.certified),
         route_spread=spreads, route_spread_high=tuple(c.route_spread_high for c in certificates),
-        depth_verdicts=tuple(c.text for c in certificates), init_spread=tuple(c.init_spread for c in certificates),
+        depth_verdicts=tuple(c.text for c in certificates),
+        init_spread=tuple(c.init_spread for c in certificates),
         teacher_spread=tuple(c.teacher_spread for c in certificates), routes=tuple(present),
         inits=int(trained.any(axis=(0, 1, 2)).sum()), route_error_low=down, route_error_high=up,
         replicate_ci_low=plain.low,
@@ -331,15 +311,16 @@ def fit_dataset(ds: xr.Dataset | Any, settings: FitSettings | None = None) -> li
     if not isinstance(ds, xr.Dataset):
         to_dataset = getattr(ds, "to_dataset", None)
         if isinstance(ds, xr.DataArray) or not callable(to_dataset):
-            raise ConfigError(f"fit_dataset fits a toy run: a toy-run Dataset (a record) or the TrainingResult "
-                              f"resflow.train returns; got {type(ds).__name__}. Pass the record or the result itself.")
+            raise ConfigError("fit_dataset fits a toy run: a toy-run Dataset (a record) or the "
+                              f"TrainingResult resflow.train returns; got {type(ds).__name__}. "
+                              "Pass the record or the result itself.")
         ds = to_dataset()
     ds = checked_run(ds)
     for dim in START_DIMS:  # one route or init selected: a dim of size 1 again
         if dim not in ds.dims:
             if ds[dim].ndim > 0:
-                raise ConfigError("fit_dataset fits a whole toy run (every route and init), not a view of one start "
-                                  "per cell (resflow.records.best_start); pass the record itself.")
+                raise ConfigError("fit_dataset fits a whole toy run (every route and init), not a view of "
+                                  "one start per cell (resflow.records.best_start); pass the record itself.")
             ds = ds.expand_dims(dim)
     loss = ds.attrs.get("loss", "?")
     teacher_depth = _teacher_depth(ds)
@@ -359,10 +340,12 @@ def fit_dataset(ds: xr.Dataset | Any, settings: FitSettings | None = None) -> li
         target, scheme = str(label.get("target", "")), str(label.get("scheme", "euler"))
         law = law_for_target(target, teacher_depth) or NO_LAW
         depths = [int(d) for d in one["depth"].values]
-        batches = one["final_loss_batch"].sel(length=list(lengths)).transpose(*order, "length", "eval_batch").values
+        batches = (one["final_loss_batch"].sel(length=list(lengths))
+                   .transpose(*order, "length", "eval_batch").values)
         trained = one["trained"].transpose(*order).values
         failed = (one["failed"] > 0).any("length").transpose(*order).values
-        batches = np.where(failed[..., None, None], np.nan, batches)  # a student failed at any length: none of it
+        # a student failed at any length: none of it
+        batches = np.where(failed[..., None, None], np.nan, batches)
         n_rep = int(one.sizes["replicate"])
         _, found = best_students(batches, trained)
         if not found.all():
@@ -372,18 +355,19 @@ def fit_dataset(ds: xr.Dataset | Any, settings: FitSettings | None = None) -> li
                                  "failed" if failed.any() else "incomplete", lengths))
             continue
         if len(depths) < 2:
-            fits.append(_nan_fit(label, loss, depths, n_rep, law, teacher_depth, "not converged: incomplete run",
-                                 "incomplete", lengths))
+            fits.append(_nan_fit(label, loss, depths, n_rep, law, teacher_depth,
+                                 "not converged: incomplete run", "incomplete", lengths))
             continue
-        fits.append(fit_series(depths, lengths, batches, target=target, scheme=scheme, teacher_depth=teacher_depth,
-                               settings=settings, trained=trained, routes=routes, replicates=replicates, loss=loss,
-                               temperature=label.get("temperature"), student_groups=label.get("student_groups", 0)))
+        fits.append(fit_series(depths, lengths, batches, target=target, scheme=scheme,
+                               teacher_depth=teacher_depth, settings=settings, trained=trained, routes=routes,
+                               replicates=replicates, loss=loss, temperature=label.get("temperature"),
+                               student_groups=label.get("student_groups", 0)))
     return fits
 
 
 def exponent_over_training(ds: xr.Dataset) -> xr.DataArray:
-    """Fitted exponent of the replicate-mean test loss of the full-length students at every evaluation step (the
-    best start of each cell, :func:`resflow.records.best_start`)."""
+    """Fitted exponent of the replicate-mean test loss of the full-length students at every evaluation step
+    (the best start of each cell, :func:`resflow.records.best_start`)."""
     ds = best_start(ds)
     mean = ds["test_loss"].sel(length=ds["length"].max()).mean("replicate")
     depth = mean["depth"].values.astype(float)

@@ -38,10 +38,10 @@ def drop_depth(depths, losses, classes: int) -> float:
 
 
 def hierarchy_table(ds: xr.Dataset) -> xr.Dataset:
-    """Per target of a run on ``rhm:L`` targets (plain students -- or a run's only structure --, first scheme, full
-    length): ``loss`` and
-    ``accuracy`` (depth, replicate), ``drop_depth`` (replicate), ``hierarchy_depth``, ``classes``, and the
-    deepest students' ``exit_early_fraction`` and ``exit_depth`` (replicate)."""
+    """Per target of a run on ``rhm:L`` targets (plain students -- or a run's only structure --, first scheme,
+    full length): ``loss`` and ``accuracy`` (depth, replicate), ``drop_depth`` (replicate),
+    ``hierarchy_depth``, ``classes``, and the deepest students' ``exit_early_fraction`` and ``exit_depth``
+    (replicate)."""
     targets = [str(t) for t in ds["target"].values]
     if not targets or not all(is_class_target(t) for t in targets):
         raise ConfigError(f"hierarchy_table reads runs on rhm:L targets; this run has targets {targets}.")
@@ -55,12 +55,14 @@ def hierarchy_table(ds: xr.Dataset) -> xr.Dataset:
         one = full.sel(target=target)
         grammar = parse_rhm_spec(target)
         loss = one["final_loss"].transpose("depth", "replicate")
-        drops = [drop_depth(depths, loss.sel(replicate=r).values, grammar["classes"]) for r in one["replicate"].values]
+        drops = [drop_depth(depths, loss.sel(replicate=r).values, grammar["classes"])
+                 for r in one["replicate"].values]
         deepest = one.sel(depth=max(depths))
         out.append(xr.Dataset({
             "loss": loss, "accuracy": one["test_accuracy"].transpose("depth", "replicate"),
-            "drop_depth": (("replicate",), drops, {"long_name": f"smallest depth with loss < {DROP_FRACTION} ln n_c "
-                                                   "(inf: not within the run's depths)"}),
+            "drop_depth": (("replicate",), drops,
+                           {"long_name": f"smallest depth with loss < {DROP_FRACTION} ln n_c "
+                                         "(inf: not within the run's depths)"}),
             "hierarchy_depth": grammar["depth"], "classes": grammar["classes"],
             "exit_early_fraction": deepest["exit_early_fraction"], "exit_depth": deepest["exit_depth"],
         }).drop_vars([c for c in ("target", "scheme", "student_groups", "temperature", "length")

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..loglog import slopes
 
-__all__ = ["Interval", "ExponentInterval", "over_replicates", "exponent_interval", "BOOTSTRAP_SAMPLES", "CONFIDENCE",
-           "MIN_REPLICATES_BOOTSTRAP", "distinct_resamples"]
+__all__ = ["Interval", "ExponentInterval", "over_replicates", "exponent_interval", "BOOTSTRAP_SAMPLES",
+           "CONFIDENCE", "MIN_REPLICATES_BOOTSTRAP", "distinct_resamples"]
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
@@ -66,12 +66,14 @@ def _t_interval(values: np.ndarray, confidence: float) -> tuple[float, float, fl
     centre = float(values.mean())
     if not np.all(np.isfinite(values)):
         return centre, math.nan, math.nan
-    half = stats.t.ppf(1 - (1 - confidence) / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
+    quantile = stats.t.ppf(1 - (1 - confidence) / 2, values.size - 1)
+    half = quantile * values.std(ddof=1) / math.sqrt(values.size)
     return centre, centre - float(half), centre + float(half)
 
 
-def over_replicates(statistic: Callable[[np.ndarray], float], data: np.ndarray, *, confidence: float = CONFIDENCE,
-                    samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Interval:
+def over_replicates(statistic: Callable[[np.ndarray], float], data: np.ndarray, *,
+                    confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
+                    seed: int = 0) -> Interval:
     """The mean over replicates of ``statistic`` and its interval (module docstring).
 
     ``data`` is ``(replicate, ..., eval_batch)``; ``statistic`` maps one replicate's ``(..., eval_batch)``
@@ -88,7 +90,8 @@ def over_replicates(statistic: Callable[[np.ndarray], float], data: np.ndarray, 
         method = f"t over {n_rep} replicates"
         if n_rep >= MIN_REPLICATES_BOOTSTRAP and np.all(np.isfinite(per_replicate)):
             picks = rng.integers(0, n_rep, (samples, n_rep))
-            boot_low, boot_high = (float(v) for v in np.quantile(per_replicate[picks].mean(axis=1), [tail, 1 - tail]))
+            boot_low, boot_high = (float(v) for v in np.quantile(per_replicate[picks].mean(axis=1),
+                                                                 [tail, 1 - tail]))
     else:
         value = float(per_replicate[0])
         picks = rng.integers(0, n_batch, (samples, n_batch))

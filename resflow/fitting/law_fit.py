@@ -48,7 +48,8 @@ def law_for_target(target: str, teacher_depth: float = math.inf) -> str | None:
 
 
 def finite_teacher_factor(law: str, depths, teacher_depth: float) -> np.ndarray:
-    """:math:`F(\\ell, L_T)` = the law at ``teacher_depth`` over its :math:`L_T \\to \\infty` limit, per depth."""
+    """:math:`F(\\ell, L_T)` = the law at ``teacher_depth`` over its :math:`L_T \\to \\infty` limit, per
+    depth."""
     depths = np.asarray(depths, float)
     if np.any(depths >= teacher_depth):
         return np.full(depths.shape, np.nan)  # a student as deep as its teacher: the law predicts zero loss

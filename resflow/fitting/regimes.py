@@ -29,11 +29,12 @@ def regime_predictions(scheme: str) -> dict[str, tuple[float, float]]:
     return {"ensemble": (ensemble, ensemble), "procedural": (coherent, incoherent)}
 
 
-def classify(ci_low: float, ci_high: float, scheme: str, certified: bool, unjudged: str = "uncertified") -> str:
+def classify(ci_low: float, ci_high: float, scheme: str, certified: bool,
+             unjudged: str = "uncertified") -> str:
     """``"ensemble"``, ``"procedural"``, ``"intermediate"``, ``"undecided"`` (an interval wide enough for
-    both laws), or ``unjudged`` when ``certified`` is False (never classified: for toy runs, verdict v3 did not
-    certify every depth; the language-model ladder passes its own verdict and ``"unconverged"``; the asymptotic
-    estimate passes True and labels its reading an estimate)."""
+    both laws), or ``unjudged`` when ``certified`` is False (never classified: for toy runs, verdict v3 did
+    not certify every depth; the language-model ladder passes its own verdict and ``"unconverged"``; the
+    asymptotic estimate passes True and labels its reading an estimate)."""
     if not certified:
         return unjudged
     pred = regime_predictions(scheme)

@@ -48,7 +48,8 @@ def _mean_losses(ds: xr.Dataset) -> xr.DataArray:
 
 
 def roughness_amplitudes(ds: xr.Dataset) -> RoughnessAmplitudes | None:
-    """The amplitudes from the run's extremes (None if ``correlated:0`` or ``correlated:1`` is missing or failed)."""
+    """The amplitudes from the run's extremes (None if ``correlated:0`` or ``correlated:1`` is missing or
+    failed)."""
     targets = [str(t) for t in ds["target"].values]
     if "correlated:0" not in targets or "correlated:1" not in targets:
         return None
@@ -78,14 +79,17 @@ def roughness_predictions(ds: xr.Dataset, *, version: str = "") -> dict[str, np.
     for target in (str(t) for t in ds["target"].values):
         correlation = _correlation(target)
         if isinstance(correlation, Equicorrelated):
-            out[target] = np.asarray(laws.evaluate(f"roughness-correlated{version}", rho=correlation.rho, **kw))
+            out[target] = np.asarray(laws.evaluate(f"roughness-correlated{version}",
+                                                   rho=correlation.rho, **kw))
         elif isinstance(correlation, Fractional):
-            out[target] = np.asarray(laws.evaluate(f"roughness-fractional{version}", H=correlation.hurst, **kw))
+            out[target] = np.asarray(laws.evaluate(f"roughness-fractional{version}",
+                                                   H=correlation.hurst, **kw))
     return out
 
 
 def _correlation(target: str):
-    """The correlation of a ``correlated:RHO`` or ``fractional:H`` teacher (the one spec parser), else None."""
+    """The correlation of a ``correlated:RHO`` or ``fractional:H`` teacher (the one spec parser), else
+    None."""
     return parse_correlation(target) if target.startswith(("correlated:", "fractional:")) else None
 
 
@@ -111,7 +115,8 @@ def crossover_depths(ds: xr.Dataset) -> dict[str, tuple[float, float]]:
     fine_rough = 1 / depth - 1 / amps.teacher_depth
     fine_smooth = depth ** (-amps.alpha_s) * (1 - depth / amps.teacher_depth) ** 2
     d = final["depth"].values.astype(float)
-    basis = np.stack([1 / d - 1 / amps.teacher_depth, d ** (-amps.alpha_s) * (1 - d / amps.teacher_depth) ** 2], 1)
+    basis = np.stack([1 / d - 1 / amps.teacher_depth,
+                      d ** (-amps.alpha_s) * (1 - d / amps.teacher_depth) ** 2], 1)
     out = {}
     for target in (str(t) for t in ds["target"].values):
         correlation = _correlation(target)
@@ -141,8 +146,8 @@ def roughness_report(ds: xr.Dataset, fits) -> list[dict]:
         pred = slopes(depth, refined[fit.target]) if fit.target in refined else float("nan")
         first = slopes(depth, linear[fit.target]) if fit.target in linear else float("nan")
         inside = fit.ci_low <= pred <= fit.ci_high
-        rows.append({"target": fit.target, "exponent": fit.exponent, "ci_low": fit.ci_low, "ci_high": fit.ci_high,
-                     "converged": fit.converged, "predicted": pred, "predicted_first_version": first,
-                     "difference": pred - fit.exponent,
+        rows.append({"target": fit.target, "exponent": fit.exponent, "ci_low": fit.ci_low,
+                     "ci_high": fit.ci_high, "converged": fit.converged, "predicted": pred,
+                     "predicted_first_version": first, "difference": pred - fit.exponent,
                      "verdict": "in the interval" if inside else f"off by {pred - fit.exponent:+.2f}"})
     return rows

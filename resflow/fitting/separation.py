@@ -8,8 +8,8 @@ replicate :math:`r` has teacher seed :math:`r` for both teachers and one data st
 differences are independent draws; the interval is Student's t over them (with one replicate, the two fits'
 intervals combined in quadrature: evaluation noise only, and said so), widened by both series' route errors
 (:func:`resflow.fitting.certification.route_error`: the tied exponent's room below and the independent one's
-above widen it downwards, and the other way round upwards) so that uncertified depths widen it rather than drop
-out.
+above widen it downwards, and the other way round upwards) so that uncertified depths widen it rather than
+drop out.
 
 The readings are **separated** when the whole interval (of the plain and, where the teachers have one, of
 the law-aware difference) lies above ``SEPARATION_MARGIN`` = 1, the smallest
@@ -32,7 +32,8 @@ from .fits import SeriesFit
 
 __all__ = ["Separation", "separations", "SEPARATION_MARGIN", "SMOOTH", "ROUGH"]
 
-SEPARATION_MARGIN = 1.0  # the smallest gap between the readings' laws: procedural (coherent, Euler) 2 - ensemble 1
+# the smallest gap between the readings' laws: procedural (coherent, Euler) 2 - ensemble 1
+SEPARATION_MARGIN = 1.0
 SMOOTH, ROUGH = "tied", "independent"  # the teachers whose students the separation compares
 
 
@@ -63,10 +64,10 @@ class Separation:
         if math.isfinite(self.separation_law):
             what += (f", law α {self.separation_law:.2f} [{self.separation_law_ci_low:.2f}, "
                      f"{self.separation_law_ci_high:.2f}]")
-        verdict = ("separated: the smooth and rough readings differ by more than the smallest gap between their "
-                   f"laws ({SEPARATION_MARGIN:g})" if self.separated else
-                   f"not separated: the interval reaches below {SEPARATION_MARGIN:g}, the smallest gap between the "
-                   "readings' laws")
+        verdict = ("separated: the smooth and rough readings differ by more than the smallest gap between "
+                   f"their laws ({SEPARATION_MARGIN:g})" if self.separated else
+                   f"not separated: the interval reaches below {SEPARATION_MARGIN:g}, the smallest gap "
+                   "between the readings' laws")
         return f"{verdict}; {what} ({self.method})"
 
     def to_json(self) -> dict[str, Any]:
@@ -94,8 +95,10 @@ def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, floa
         half = float(stats.t.ppf(0.975, diffs.size - 1) * diffs.std(ddof=1) / math.sqrt(diffs.size))
         method = f"paired t over {diffs.size} replicates"
     else:
-        lows = (smooth.law_ci_low, rough.law_ci_low) if law else (smooth.replicate_ci_low, rough.replicate_ci_low)
-        highs = (smooth.law_ci_high, rough.law_ci_high) if law else (smooth.replicate_ci_high, rough.replicate_ci_high)
+        lows = ((smooth.law_ci_low, rough.law_ci_low) if law
+                else (smooth.replicate_ci_low, rough.replicate_ci_low))
+        highs = ((smooth.law_ci_high, rough.law_ci_high) if law
+                 else (smooth.replicate_ci_high, rough.replicate_ci_high))
         if law:  # the law intervals already carry the route error: take it out before combining
             lows = tuple(v + f.route_error_low for v, f in zip(lows, (smooth, rough), strict=True))
             highs = tuple(v - f.route_error_high for v, f in zip(highs, (smooth, rough), strict=True))
@@ -107,8 +110,8 @@ def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, floa
 
 
 def separations(fits: list[SeriesFit]) -> list[Separation]:
-    """The :class:`Separation` of every scheme/temperature/structure with both a tied and an independent series
-    (none for a run without both teachers)."""
+    """The :class:`Separation` of every scheme/temperature/structure with both a tied and an independent
+    series (none for a run without both teachers)."""
     def key(f: SeriesFit) -> tuple:
         return f.scheme, f.temperature, f.student_groups
 
@@ -121,9 +124,9 @@ def separations(fits: list[SeriesFit]) -> list[Separation]:
         s, r = smooth[k], rough[k]
         value, low, high, method, n = _paired(s, r, law=False)
         lvalue, llow, lhigh, _, _ = _paired(s, r, law=True)
-        out.append(Separation(scheme=k[0], temperature=k[1], student_groups=k[2], n_replicates=n, separation=value,
-                              separation_ci_low=low, separation_ci_high=high, separation_law=lvalue,
-                              separation_law_ci_low=llow, separation_law_ci_high=lhigh,
+        out.append(Separation(scheme=k[0], temperature=k[1], student_groups=k[2], n_replicates=n,
+                              separation=value, separation_ci_low=low, separation_ci_high=high,
+                              separation_law=lvalue, separation_law_ci_low=llow, separation_law_ci_high=lhigh,
                               route_error_low=s.route_error_low + r.route_error_high,
                               route_error_high=s.route_error_high + r.route_error_low, method=method,
                               separated=bool(low > SEPARATION_MARGIN

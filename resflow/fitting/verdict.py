@@ -67,7 +67,8 @@ class Verdict:
 
 def _unchecked(text: str) -> Verdict:
     nan = math.nan
-    return Verdict(converged=False, text=text, previous_exponent=nan, drift=nan, drift_low=nan, drift_high=nan)
+    return Verdict(converged=False, text=text, previous_exponent=nan, drift=nan, drift_low=nan,
+                   drift_high=nan)
 
 
 def remaining_gain(one: np.ndarray) -> float:
@@ -111,22 +112,24 @@ def convergence_verdict(depths, lengths, batch_losses: np.ndarray, *, failed: bo
     previous = over_replicates(lambda one: float(slopes(depths, one[:, -2].mean(axis=-1))), by_replicate)
     gain_intervals: list[Interval] = [over_replicates(remaining_gain, data[i][:, -3:], confidence=confidence)
                                       for i in range(len(depths))]
-    limits = tuple(float(np.mean([_limit(data[i, r, -3:]) for r in range(data.shape[1])])) for i in range(len(depths)))
+    limits = tuple(float(np.mean([_limit(data[i, r, -3:]) for r in range(data.shape[1])]))
+                   for i in range(len(depths)))
     gains = tuple(g.value for g in gain_intervals)
     highs = tuple(g.high if np.isfinite(g.high) else math.inf for g in gain_intervals)
     reasons = []
     if not (drift.low > -drift_tolerance and drift.high < drift_tolerance):
         where = "" if np.isfinite(drift.low) else " (interval undefined)"
-        reasons.append(f"the exponent moved by {drift.value:+.2f} [{drift.low:+.2f}, {drift.high:+.2f}] between "
-                       f"lengths {lengths[-2]:g} and {lengths[-1]:g}{where}: that interval is not inside "
-                       f"±{drift_tolerance:g}, the most a settled exponent may move")
+        reasons.append(f"the exponent moved by {drift.value:+.2f} [{drift.low:+.2f}, {drift.high:+.2f}] "
+                       f"between lengths {lengths[-2]:g} and {lengths[-1]:g}{where}: that interval is not "
+                       f"inside ±{drift_tolerance:g}, the most a settled exponent may move")
     worst = int(np.argmax(highs))
     if not highs[worst] < gain_tolerance:
         if math.isinf(gains[worst]):
             reasons.append(f"the depth-{int(depths[worst])} loss is still falling without a limit in sight")
         else:
-            reasons.append(f"the depth-{int(depths[worst])} loss has {gains[worst]:.0%} (up to {highs[worst]:.0%}) "
-                           f"of itself still to lose (tolerance {gain_tolerance:.0%})")
+            reasons.append(f"the depth-{int(depths[worst])} loss has {gains[worst]:.0%} "
+                           f"(up to {highs[worst]:.0%}) of itself still to lose "
+                           f"(tolerance {gain_tolerance:.0%})")
     text = "converged" if not reasons else "not converged (the exponent is a bound): " + "; ".join(reasons)
     return Verdict(converged=not reasons, text=text, previous_exponent=previous.value, drift=drift.value,
                    drift_low=drift.low, drift_high=drift.high, gains=gains, gain_highs=highs, limits=limits)

@@ -10,8 +10,8 @@ room               what it holds
 =================  =============================================================================
 
 Built on :mod:`resflow.probing` (the same metrics for transformers as for toy stacks), :mod:`resflow.fitting`
-and :mod:`resflow.presenting`.  The modules of 0.4 (``resflow.llm.scaling_fit``, ``resflow.llm.ladder_fit``, ...)
-still import, with a FutureWarning naming the new path.
+and :mod:`resflow.presenting`.  The modules of 0.4 (``resflow.llm.scaling_fit``,
+``resflow.llm.ladder_fit``, ...) still import, with a FutureWarning naming the new path.
 """
 
 from .ladder.train import LadderConfig
@@ -36,7 +36,9 @@ from .table.scaling_fit import (
 )
 
 __all__ = [
-    "CHINCHILLA", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "load_scaling_table", "parse_column_map", "table_dataset",
-    "PARAMS", "ScalingFitSettings", "LawFit", "fit_scaling_law", "bootstrap_fit", "exclusion_sweep", "predict",
+    "CHINCHILLA", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS",
+    "load_scaling_table", "parse_column_map", "table_dataset",
+    "PARAMS", "ScalingFitSettings", "LawFit",
+    "fit_scaling_law", "bootstrap_fit", "exclusion_sweep", "predict",
     "llm_row", "depth_part", "probe_hf", "read_texts", "LadderConfig",
 ]

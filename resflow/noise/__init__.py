@@ -17,6 +17,7 @@ from .ensemble import NoisyEnsemble
 from .fgn import FGN_METHODS, FractionalBrownianPath, fgn_autocovariance, fgn_covariance, sample_fgn
 
 __all__ = [
-    "DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "group_of", "parse_correlation", "NoisyEnsemble",
+    "DepthCorrelation", "Equicorrelated", "Fractional", "Grouped", "group_of", "parse_correlation",
+    "NoisyEnsemble",
     "FGN_METHODS", "FractionalBrownianPath", "fgn_autocovariance", "fgn_covariance", "sample_fgn",
 ]

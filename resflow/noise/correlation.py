@@ -204,7 +204,8 @@ def parse_correlation(spec: str) -> DepthCorrelation:
         try:
             groups, rho = int(k), float(r) if r else 1.0
         except ValueError as exc:
-            raise ConfigError(f"correlation {spec!r}: use grouped:K or grouped:K:RHO with K an integer.") from exc
+            raise ConfigError(f"correlation {spec!r}: use grouped:K or grouped:K:RHO "
+                              "with K an integer.") from exc
         return Grouped(groups, rho)  # names groups or rho when out of range
     if name in ("iid", "independent") and not arg:
         return Equicorrelated(0.0)
@@ -218,7 +219,8 @@ def parse_correlation(spec: str) -> DepthCorrelation:
         return Equicorrelated(value) if name != "fractional" else Fractional(value)
     close = closest(name, ("iid", "independent", "tied", "correlated", "fractional", "grouped"))
     raise UnknownNameError(
-        f"unknown correlation {spec!r}{' (did you mean ' + ' or '.join(map(repr, close)) + '?)' if close else ''}; "
+        f"unknown correlation {spec!r}"
+        f"{' (did you mean ' + ' or '.join(map(repr, close)) + '?)' if close else ''}; "
         "use 'iid', 'independent', 'tied', 'correlated:RHO' "
         "(0 <= RHO <= 1), 'fractional:H' (0 < H < 1) or 'grouped:K[:RHO]'."
     )

@@ -58,23 +58,24 @@ class DepthPart:
 def theory_rows(schemes: tuple[str, ...] = ("euler",)) -> list[ComparisonRow]:
     """Predicted exponents: ensemble averaging, and procedural (coherent, incoherent) per student block."""
     ensemble = laws.exponent("accumulation-incoherent", ell=1, q=1)
-    rows = [ComparisonRow(source="theory", name="ensemble averaging (q = 1, incoherent)", loss="any", scheme="any",
-                          exponent=ensemble, ci_low=ensemble, ci_high=ensemble, converged=None, regime="ensemble",
-                          record="accumulation-incoherent")]
+    rows = [ComparisonRow(source="theory", name="ensemble averaging (q = 1, incoherent)",
+                          loss="any", scheme="any",
+                          exponent=ensemble, ci_low=ensemble, ci_high=ensemble,
+                          converged=None, regime="ensemble", record="accumulation-incoherent")]
     for scheme in schemes:
         p = get_tableau(scheme).order
         for kind in ("coherent", "incoherent"):
             value = laws.exponent(f"accumulation-{kind}", ell=1, q=p + 1)
             rows.append(ComparisonRow(
-                source="theory", name=f"procedural, {scheme} block (order {p}, q = {p + 1}, {kind})", loss="any",
-                scheme=scheme, exponent=value, ci_low=value, ci_high=value, converged=None, regime="procedural",
-                record=f"accumulation-{kind}"))
+                source="theory", name=f"procedural, {scheme} block (order {p}, q = {p + 1}, {kind})",
+                loss="any", scheme=scheme, exponent=value, ci_low=value, ci_high=value,
+                converged=None, regime="procedural", record=f"accumulation-{kind}"))
     return rows
 
 
 def toy_rows(fits: list[SeriesFit], *, experiment: str, record: str) -> list[ComparisonRow]:
-    """One row per fitted series of a toy run (``record`` names the ``fit`` record; the teacher by its reader's
-    name, :func:`resflow.labels.series_label`)."""
+    """One row per fitted series of a toy run (``record`` names the ``fit`` record; the teacher by its
+    reader's name, :func:`resflow.labels.series_label`)."""
     return [ComparisonRow(
         source="toy", name=f"{experiment}: {series_label(f)}",
         loss=f.loss, scheme=f.scheme, exponent=f.exponent, ci_low=f.ci_low, ci_high=f.ci_high,
@@ -98,7 +99,8 @@ def comparison_figure(rows: list[ComparisonRow], depth_parts: list[DepthPart]):
             ax.errorbar(r.exponent, y, xerr=[[below], [above]], fmt="o",
                         color=palette[r.source], capsize=3, mfc="white" if r.converged is False else None)
     ax.set_yticks(range(len(shown)), [f"{r.name} [{r.regime}]" for r in shown], fontsize=7)
-    ax.set(xlabel="depth exponent α (loss ∝ ℓ^-α); grey: theory", title="theory, toy models and trained LLMs")
+    ax.set(xlabel="depth exponent α (loss ∝ ℓ^-α); grey: theory",
+           title="theory, toy models and trained LLMs")
     ax = axes[1]
     for part in depth_parts:
         ax.loglog(part.ell, part.measured, "o", ms=3, alpha=0.6)

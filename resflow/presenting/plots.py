@@ -53,18 +53,18 @@ def colors(name: str, n: int, stop: float = 0.9) -> np.ndarray:
 
 
 def save_figure(fig: Figure, path: Path, provenance: dict[str, str], *, colours: int | None = None) -> Path:
-    """Save ``fig`` with a provenance footer and the full provenance in the PNG's text chunks (the footer names
-    the store record, and what redrew it, when ``provenance`` has ``store_record`` and ``drawn_by``).
+    """Save ``fig`` with a provenance footer and the full provenance in the PNG's text chunks (the footer
+    names the store record, and what redrew it, when ``provenance`` has ``store_record`` and ``drawn_by``).
 
     ``colours``: write a PNG of that many palette colours (256 keeps line art and text as they are, at about a
     third of the size: figures kept in the docs); the default keeps every colour."""
     footer = (
-        f"resflow {provenance.get('resflow_version', '?')} | commit {provenance.get('git_commit', '?')[:12]} | "
-        f"torch {provenance.get('torch_version', '?')} | seed {provenance.get('seed', '?')} | "
+        f"resflow {provenance.get('resflow_version', '?')} | commit {provenance.get('git_commit', '?')[:12]}"
+        f" | torch {provenance.get('torch_version', '?')} | seed {provenance.get('seed', '?')} | "
         f"{provenance.get('created', '')}"
     )
-    footer += "".join(f" | {what} {provenance[key]}" for key, what in (("store_record", "record"),
-                                                                      ("drawn_by", "drawn by")) if key in provenance)
+    stamps = (("store_record", "record"), ("drawn_by", "drawn by"))
+    footer += "".join(f" | {what} {provenance[key]}" for key, what in stamps if key in provenance)
     fig.text(0.01, 0.005, footer, fontsize=6, color="0.4", ha="left", va="bottom")
     metadata = {"Software": "resflow", "Description": json.dumps(provenance, sort_keys=True)}
     path = Path(path)
@@ -87,7 +87,8 @@ def _palette_png(fig: Figure, path: Path, metadata: dict[str, str], colours: int
     for key, value in metadata.items():
         info.add_text(key, value)
     with Image.open(buffer) as image:
-        palette = image.convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+        palette = image.convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT,
+                                                dither=Image.Dither.NONE)
         palette.save(path, format="png", optimize=True, pnginfo=info, dpi=(130, 130))
 
 
@@ -122,7 +123,8 @@ def plot_flow_demo(ds: xr.Dataset) -> Figure:
     ax = axes[2]
     mentions = Mentions()
     for teacher in ds["teacher"].values:
-        ax.plot(ds["layer"], np.degrees(ds["update_angle"].sel(teacher=teacher)), label=mentions(teacher), lw=1.2)
+        ax.plot(ds["layer"], np.degrees(ds["update_angle"].sel(teacher=teacher)),
+                label=mentions(teacher), lw=1.2)
     ax.axhline(90, color="0.6", ls=":", lw=0.8)
     ax.set(xlabel="layer l", ylabel="mean angle between Δh_l and Δh_{l+1} (deg)", ylim=(0, 100),
            title="teachers: angle of successive updates")
@@ -138,7 +140,8 @@ def depth_ticks(ax, depths) -> None:
 
 
 def _fit_label(fit, mentions: Mentions) -> str:
-    """A series in a legend: its teacher (spelled out on first mention), its exponent, and what the exponent is."""
+    """A series in a legend: its teacher (spelled out on first mention), its exponent, and what the
+    exponent is."""
     text = f"{mentions.series(fit)}: α = {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
     return text + (", certified" if fit.certified else ", a bound")
 
@@ -149,7 +152,8 @@ def _series_of(ds: xr.Dataset, fit) -> xr.Dataset:
     return one.sel(target=fit.target, scheme=fit.scheme, student_groups=fit.student_groups)
 
 
-ROUTE_MARKERS = {"scratch": "o", "continuation": "s", "smooth": "^"}  # each route's own best loss, small and light
+# each route's own best loss, small and light
+ROUTE_MARKERS = {"scratch": "o", "continuation": "s", "smooth": "^"}
 ROUTE_NAMES = {"smooth": "smooth starts"}  # a route named like a teacher, in words that cannot be read as one
 PREVIOUS_MARKER = "_"  # the best student's loss at the previous training length: how far it still fell
 LAW_STYLES = ((":", "ensemble law α = {:g}"), ("--", "procedural law, coherent α = {:g}"),
@@ -159,8 +163,8 @@ LAW_STYLES = ((":", "ensemble law α = {:g}"), ("--", "procedural law, coherent 
 def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     """Final test loss vs depth (log-log), with a legend for every mark: every depth's best loss over routes
     (replicate mean, min-max bars over replicates; a filled circle where verdict v3 certified the depth, a
-    downward triangle where it did not: a bound on the loss, which lies below), the same student at the previous
-    training length (a dash: how far it still fell), each route's own best loss (small, light), the
+    downward triangle where it did not: a bound on the loss, which lies below), the same student at the
+    previous training length (a dash: how far it still fell), each route's own best loss (small, light), the
     least-squares lines (dashed: the exponent is a bound), the extrapolated limits (stars: an estimate), and
     the theory's slopes (grey)."""
     from matplotlib.lines import Line2D
@@ -183,7 +187,8 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
         final = full_length(series)["final_loss"]
         depth = final["depth"].values
         mean = final.mean("replicate").values
-        ax.errorbar(depth, mean, yerr=[mean - final.min("replicate").values, final.max("replicate").values - mean],
+        ax.errorbar(depth, mean, yerr=[mean - final.min("replicate").values,
+                                       final.max("replicate").values - mean],
                     fmt="none", color=color, capsize=2, lw=0.8)
         certified = np.isin(depth, fit.certified_depths)
         ax.loglog(depth[certified], mean[certified], "o", color=color, ms=6, lw=0)
@@ -195,13 +200,14 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
             full = full_length(_series_of(run, fit))
             routes = full["final_loss"].where(trained_cells(full)).min("init").mean("replicate", skipna=False)
             for route in routes["route"].values:
-                ax.loglog(depth, routes.sel(route=route).values, ROUTE_MARKERS.get(str(route), "x"), mfc="none",
-                          color=color, ms=4, alpha=0.45, lw=0)
+                ax.loglog(depth, routes.sel(route=route).values, ROUTE_MARKERS.get(str(route), "x"),
+                          mfc="none", color=color, ms=4, alpha=0.45, lw=0)
         if np.isfinite(fit.exponent):
             ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.certified else "--",
                       color=color, lw=1.3, label=_fit_label(fit, mentions))
         limits = np.asarray(fit.limits, float)
-        if limits.size == depth.size and np.all(np.isfinite(limits) & (limits > 0)):  # the asymptotic estimate
+        # the asymptotic estimate
+        if limits.size == depth.size and np.all(np.isfinite(limits) & (limits > 0)):
             ax.loglog(depth, limits, "*", color=color, ms=7, lw=0, alpha=0.6)
         pred = regime_predictions(fit.scheme)
         for alpha, (style, _) in zip((pred["ensemble"][0], *pred["procedural"]), LAW_STYLES, strict=True):
@@ -214,14 +220,16 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     if previous is not None:
         key.append(Line2D([], [], marker=PREVIOUS_MARKER, color="0.3", ms=11, mew=1.6, lw=0,
                           label=f"same student at {previous / lengths[-1]:g}× the training"))
-    key.append(Line2D([], [], marker="*", color="0.3", lw=0, alpha=0.6, label="extrapolated limit (an estimate)"))
+    key.append(Line2D([], [], marker="*", color="0.3", lw=0, alpha=0.6,
+                      label="extrapolated limit (an estimate)"))
     if several:
         key += [Line2D([], [], marker=m, mfc="none", color="0.3", lw=0, alpha=0.6,
                        label=f"route {ROUTE_NAMES.get(r, r)}, its best")
                 for r, m in ROUTE_MARKERS.items() if r in run["route"].values]
     key += [Line2D([], [], color="0.55", ls=style, lw=0.9, label=text.format(alpha))
             for (style, alpha) in laws_drawn for s, text in LAW_STYLES if s == style]
-    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ", ylabel=f"final test loss ({ds.attrs.get('loss')})",
+    ax.set(xscale="log", yscale="log", xlabel="student depth ℓ",
+           ylabel=f"final test loss ({ds.attrs.get('loss')})",
            title="loss vs depth: each depth's best student")
     depth_ticks(ax, ds["depth"].values)
     ax.add_artist(ax.legend(handles=key, loc="lower left", fontsize=6.5, framealpha=0.9))
@@ -242,8 +250,8 @@ TEACHER_STYLES = ("-", "--", ":", "-.")  # one line style per teacher where colo
 
 
 def plot_training_curves(ds: xr.Dataset, ax=None):
-    """Replicate-mean test loss against step (log loss, linear steps: the evaluations are evenly spaced) of the
-    full-length students: colour is depth, line style the teacher, each explained in the legend."""
+    """Replicate-mean test loss against step (log loss, linear steps: the evaluations are evenly spaced) of
+    the full-length students: colour is depth, line style the teacher, each explained in the legend."""
     from matplotlib.lines import Line2D
 
     if ax is None:
@@ -260,8 +268,8 @@ def plot_training_curves(ds: xr.Dataset, ax=None):
     mentions = Mentions()
     handles = [Line2D([], [], color="0.2", ls=TEACHER_STYLES[t % 4], lw=1.2, label=mentions(target))
                for t, target in enumerate(targets)]
-    handles += [Line2D([], [], color=color, lw=2, label=f"ℓ = {int(depth)}") for color, depth in zip(palette, depths,
-                                                                                                      strict=True)]
+    handles += [Line2D([], [], color=color, lw=2, label=f"ℓ = {int(depth)}")
+                for color, depth in zip(palette, depths, strict=True)]
     ax.set(xlabel="training step", ylabel="test loss (replicate mean)",
            title="training curves" + _structure_note(ds))
     ax.legend(handles=handles, fontsize=7.5, ncol=2, loc="lower left", framealpha=0.9)
@@ -278,7 +286,8 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
     for target in angles["target"].values:
         values = []
         for depth in angles["depth"].values:
-            a = angles.sel(target=target, depth=depth).values[:, : max(int(depth) - 1, 1)]  # (replicate, update)
+            # (replicate, update)
+            a = angles.sel(target=target, depth=depth).values[:, : max(int(depth) - 1, 1)]
             middle = a[:, a.shape[1] // 4: max(3 * a.shape[1] // 4, a.shape[1] // 4 + 1)]
             with np.errstate(invalid="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # a replicate without a finite angle: NaN
@@ -299,9 +308,10 @@ def plot_student_angles(ds: xr.Dataset, ax=None):
 
 
 def lesion_summary(ds: xr.Dataset) -> xr.Dataset:
-    """The damage of skipping layer l of the deepest trained students (full length, first scheme, structure and
-    temperature), each replicate's profile divided by its mean over layers: ``profile (target, replicate,
-    layer)``, and its ``mean``, ``low`` and ``high`` over replicates ``(target, layer)``; ``position`` is l/ℓ."""
+    """The damage of skipping layer l of the deepest trained students (full length, first scheme, structure
+    and temperature), each replicate's profile divided by its mean over layers:
+    ``profile (target, replicate, layer)``, and its ``mean``, ``low`` and ``high`` over replicates
+    ``(target, layer)``; ``position`` is l/ℓ."""
     import xarray as xr
 
     damage = full_length(best_start(ds))["lesion"].isel(scheme=0, student_groups=0, temperature=0)
@@ -314,9 +324,10 @@ def lesion_summary(ds: xr.Dataset) -> xr.Dataset:
 
 
 def plot_lesion_profiles(ds: xr.Dataset, ax=None):
-    """Damage of skipping layer l of the deepest trained students against l/ℓ (the study's Fig. 6 axis), each
-    replicate's profile divided by its mean over layers (flat: every layer matters alike, as in an ensemble or
-    an autonomous flow); one line per teacher, the mean over replicates, and a band over their range."""
+    """Damage of skipping layer l of the deepest trained students against l/ℓ (the study's Fig. 6 axis),
+    each replicate's profile divided by its mean over layers (flat: every layer matters alike, as in an
+    ensemble or an autonomous flow); one line per teacher, the mean over replicates, and a band over their
+    range."""
     from matplotlib.patches import Patch
 
     if ax is None:
@@ -327,7 +338,8 @@ def plot_lesion_profiles(ds: xr.Dataset, ax=None):
     handles = []
     for color, target in zip(colors("tab10", summary.sizes["target"]), summary["target"].values, strict=True):
         one = summary.sel(target=target)
-        line, = ax.plot(summary["position"], one["mean"], "o-", ms=3.5, lw=1.5, color=color, label=mentions(target))
+        line, = ax.plot(summary["position"], one["mean"], "o-", ms=3.5, lw=1.5, color=color,
+                        label=mentions(target))
         handles.append(line)
         if n > 1:
             ax.fill_between(summary["position"], one["low"], one["high"], color=color, alpha=0.18, lw=0)
@@ -335,7 +347,8 @@ def plot_lesion_profiles(ds: xr.Dataset, ax=None):
         handles.append(Patch(color="0.5", alpha=0.3, label=f"range over {n} replicates (line: their mean)"))
     handles.append(ax.axhline(1.0, color="0.6", ls=":", lw=0.9, label="1: every layer matters alike"))
     ax.set(xlabel="position of the skipped layer l/ℓ", ylabel="damage / its mean over layers",
-           title=f"trained students (ℓ = {summary.attrs['depth']}): skipping one layer" + _structure_note(ds))
+           title=f"trained students (ℓ = {summary.attrs['depth']}): skipping one layer"
+                 + _structure_note(ds))
     ax.legend(handles=handles, fontsize=7.5, loc="best", framealpha=0.9)
     return ax
 
@@ -366,9 +379,11 @@ def plot_interventions(datasets):
     if tokens:
         ds = tokens[-1]
         image = right.imshow(ds["trace"].values.T, aspect="auto", origin="upper", cmap="viridis")
-        what = "probability of the target" if ds.attrs["measure"] == "probability" else "damage: low is recovered"
+        what = ("probability of the target" if ds.attrs["measure"] == "probability"
+                else "damage: low is recovered")
         right.set(yticks=range(ds.sizes["token"]), yticklabels=[str(t) for t in ds["token_text"].values],
-                  xlabel="layer l whose input is restored", title=f"causal trace: {ds.attrs['model']} ({what})")
+                  xlabel="layer l whose input is restored",
+                  title=f"causal trace: {ds.attrs['model']} ({what})")
         fig.colorbar(image, ax=right)
     else:
         right.set(xlabel="position l/ℓ of the restored update", ylabel="recovered share",

@@ -1,4 +1,5 @@
-"""The figure of ``resflow probe``: the study's four panels of hidden-state metrics against layer, models overlaid."""
+"""The figure of ``resflow probe``: the study's four panels of hidden-state metrics against layer, models
+overlaid."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def plot_probes(results: list[ProbeResult], *, normalise: bool = False):
     fig, axes = new_figure(4, figsize=(18, 4.4))
     for r in results:
         x = np.arange(r.n_layers + 1) / (r.n_layers if normalise else 1)
-        axes[0].plot(x[: r.n_layers], np.degrees(r.mean["step_angle"][: r.n_layers]), "o-", ms=3, label=r.model)
+        axes[0].plot(x[: r.n_layers], np.degrees(r.mean["step_angle"][: r.n_layers]), "o-", ms=3,
+                     label=r.model)
         axes[1].plot(x[: r.n_layers - 1], np.degrees(r.mean["update_angle"][: r.n_layers - 1]), "o-", ms=3,
                      label=r.model)
         axes[2].plot(x, r.mean["norm"][: r.n_layers + 1], "o-", ms=3, label=r.model)
@@ -25,7 +27,8 @@ def plot_probes(results: list[ProbeResult], *, normalise: bool = False):
                              label=f"{r.model} ({lens.replace('_', ' ')})")
     xlabel = "layer l / L" if normalise else "layer l"
     axes[0].set(xlabel=xlabel, ylabel="θ(h_l, h_l+1) (deg)", title="rotation per layer")
-    axes[1].set(xlabel=xlabel, ylabel="θ(Δh_l, Δh_l+1) (deg)", title="angle of successive updates", ylim=(0, 180))
+    axes[1].set(xlabel=xlabel, ylabel="θ(Δh_l, Δh_l+1) (deg)", title="angle of successive updates",
+                ylim=(0, 180))
     axes[1].axhline(90, color="0.6", ls=":", lw=0.8)
     axes[2].set(xlabel=xlabel, ylabel="‖h_l‖", title="norm of the state", yscale="log")
     axes[3].set(xlabel=xlabel, ylabel="next-token loss (nat)", title="per-layer loss (causal LMs)")

@@ -32,9 +32,9 @@ def _percent(value) -> str:
 
 
 def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[str]:
-    """The answer first: the separation of the readings, then the exponents certified or bound, every depth's best
-    loss over routes (``≤``: a bound, the depth not certified), the routes' own losses, and why each depth is or is
-    not certified (``name(fit, mentions)`` labels a series, ``mentions`` the table's
+    """The answer first: the separation of the readings, then the exponents certified or bound, every depth's
+    best loss over routes (``≤``: a bound, the depth not certified), the routes' own losses, and why each
+    depth is or is not certified (``name(fit, mentions)`` labels a series, ``mentions`` the table's
     :class:`~resflow.labels.Mentions`: each table spells a teacher's code name out once)."""
     lines = []
     for sep in separations(fits):
@@ -49,20 +49,22 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
                      f"{', '.join(map(str, f.certified_depths)) or 'none'} | "
                      f"−{f.route_error_low:.3f}, +{f.route_error_high:.3f} |")
     depths = list(fits[0].depths) if fits else []
-    lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: not certified, a bound on the loss "
-              "the architecture can reach):", "", "| teacher | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
+    lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: not certified, a bound on "
+              "the loss the architecture can reach):", "",
+              "| teacher | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
               "|---|" + "---|" * len(depths)]
     mentions = Mentions()
     for f in fits:
-        cells = [("" if d in f.certified_depths else "≤ ") + f"{v:.3e}" for d, v in zip(f.depths, f.losses,
-                                                                                       strict=False)]
+        cells = [("" if d in f.certified_depths else "≤ ") + f"{v:.3e}"
+                 for d, v in zip(f.depths, f.losses, strict=False)]
         lines.append(f"| {name(f, mentions)} | " + " | ".join(cells) + " |")
     full = ds.sel(length=ds["length"].max())
     present = trained_cells(full)
     if ds.sizes["route"] * ds.sizes["init"] > 1:
-        lines += ["", "Each route's best loss per depth (its best init; replicate mean; –: the route does not train "
-                  "the depth):", "", "| teacher | route | " + " | ".join(f"ℓ = {d}" for d in ds["depth"].values)
-                  + " |", "|---|---|" + "---|" * ds.sizes["depth"]]
+        lines += ["", "Each route's best loss per depth (its best init; replicate mean; –: the route does "
+                  "not train the depth):", "",
+                  "| teacher | route | " + " | ".join(f"ℓ = {d}" for d in ds["depth"].values) + " |",
+                  "|---|---|" + "---|" * ds.sizes["depth"]]
         routes = full["final_loss"].where(present).min("init").mean("replicate", skipna=False)
         mentions = Mentions()
         for f in fits:
@@ -72,10 +74,12 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
                 values = one.sel(route=route).values
                 cells = " | ".join("–" if not np.isfinite(v) else f"{v:.3e}" for v in values)
                 lines.append(f"| {name(f, mentions)} | {route} | {cells} |")
-    lines += ["", "Verdict v3 per depth: route spread (worst route's best / best − 1, largest over replicates, and "
-              "its upper 95% end), spread over inits and over teachers (sd of log loss), and why the depth is or "
-              "is not certified (routes agree within 5%, every student's tail test passes):", "",
-              "| teacher | ℓ | route spread [upper] | init spread | teacher spread | init / teacher | verdict |",
+    lines += ["", "Verdict v3 per depth: route spread (worst route's best / best − 1, largest over "
+              "replicates, and its upper 95% end), spread over inits and over teachers (sd of log loss), and "
+              "why the depth is or is not certified (routes agree within 5%, every student's tail test "
+              "passes):", "",
+              "| teacher | ℓ | route spread [upper] | init spread | teacher spread | init / teacher "
+              "| verdict |",
               "|---|---|---|---|---|---|---|"]
     mentions = Mentions()
     for f in fits:
@@ -95,7 +99,8 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
     ds = checked_run(ds)
     fits = fit_dataset(ds)
     routes = [str(r) for r in ds["route"].values]
-    starts = f", routes {' + '.join(routes)}, {ds.sizes['init']} init{'s' if ds.sizes['init'] > 1 else ''} each"
+    starts = (f", routes {' + '.join(routes)}, "
+              f"{ds.sizes['init']} init{'s' if ds.sizes['init'] > 1 else ''} each")
     n = ds.sizes["replicate"]
     lines = [f"run {record}: {n} replicate{'s' if n > 1 else ''}{starts}", ""]
     dims = list(SERIES_DIMS)
@@ -113,10 +118,12 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
     lines += certification_tables(ds, fits, series)
     ds = best_start(ds)  # from here on, the student of each cell that reached the best loss
     steps = ds["train_steps"].max("replicate")
-    steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})  # steps depend on depth, length
-    lines += ["", "Final test loss of the best student of each depth by training length (replicate mean; steps in "
-              "brackets):", "", "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values)
-              + " |", "|---|---|" + "---|" * ds.sizes["depth"]]
+    # steps depend on depth, length
+    steps = steps.isel({d: 0 for d in steps.dims if d not in ("length", "depth")})
+    lines += ["", "Final test loss of the best student of each depth by training length (replicate mean; "
+              "steps in brackets):", "",
+              "| teacher | length | " + " | ".join(f"ℓ = {int(d)}" for d in ds["depth"].values) + " |",
+              "|---|---|" + "---|" * ds.sizes["depth"]]
     mean = ds["final_loss"].mean("replicate").stack(series=dims)
     mentions = Mentions()
     for i in range(mean.sizes["series"]):
@@ -130,32 +137,37 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
             lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
 
     interval = _interval
-    lines += ["", "Verdict v2 of the best students (has this route stopped improving?): drift of α between the two "
-              "longest lengths and the remaining gain by depth:", "",
-              "| teacher | drift [90%] | remaining gain by depth (upper 90%) | verdict v2 |", "|---|---|---|---|"]
+    lines += ["", "Verdict v2 of the best students (has this route stopped improving?): drift of α between "
+              "the two longest lengths and the remaining gain by depth:", "",
+              "| teacher | drift [90%] | remaining gain by depth (upper 90%) | verdict v2 |",
+              "|---|---|---|---|"]
     mentions = Mentions()
     for f in fits:
         gains = ", ".join("∞" if not np.isfinite(g) else f"{g:.0%} ({h:.0%})"
                           for g, h in zip(f.gains, f.gain_highs, strict=True))
         lines.append(f"| {series(f, mentions)} | {interval(f.drift, f.drift_low, f.drift_high)} | {gains} | "
                      f"{f.verdict} |")
-    lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) | points to |",
+    lines += ["", "| teacher | asymptotic α [95%] (estimate) | asymptotic law α [95%] (estimate) "
+              "| points to |",
               "|---|---|---|---|"]
     mentions = Mentions()
     for f in fits:
+        law = interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)
         lines.append(f"| {series(f, mentions)} | "
                      f"{interval(f.asymptotic_exponent, f.asymptotic_ci_low, f.asymptotic_ci_high)} | "
-                     f"{interval(f.asymptotic_law_exponent, f.asymptotic_law_ci_low, f.asymptotic_law_ci_high)} | "
-                     f"{f.asymptotic_regime} |")
-    plain = ds.isel(scheme=0, temperature=0, student_groups=0).sel(length=ds["length"].max())  # first structure
+                     f"{law} | {f.asymptotic_regime} |")
+    # first structure
+    plain = ds.isel(scheme=0, temperature=0, student_groups=0).sel(length=ds["length"].max())
     if "error_coherence" in ds and not is_kl(ds):  # tracking: MSE runs
         full = plain
-        lines += ["", "How the errors add along depth (full length, replicate mean; resflow.probing.tracking): "
-                  "coherence C of the layers' output errors (ℓ: coherent, 1: incoherent), linearity (0: the loss is "
-                  "the sum of the layers' errors), share ε of the teacher-field Euler student's local error left, "
-                  "largest trajectory error (at matching times) and largest path error (anywhere on the teacher's "
-                  "path) over the middle layers:", "",
-                  "| teacher | " + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj., path" for d in ds["depth"].values)
+        lines += ["", "How the errors add along depth (full length, replicate mean; "
+                  "resflow.probing.tracking): coherence C of the layers' output errors (ℓ: coherent, 1: "
+                  "incoherent), linearity (0: the loss is the sum of the layers' errors), share ε of the "
+                  "teacher-field Euler student's local error left, largest trajectory error (at matching "
+                  "times) and largest path error (anywhere on the teacher's path) over the middle "
+                  "layers:", "",
+                  "| teacher | "
+                  + " | ".join(f"ℓ = {int(d)}: C, lin., ε, traj., path" for d in ds["depth"].values)
                   + " |",
                   "|---|" + "---|" * ds.sizes["depth"]]
         mentions = Mentions()
@@ -164,17 +176,19 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
             for d in ds["depth"].values:
                 one = full.sel(target=target, depth=d)
                 own = one["layer"] < d
-                eps = float((one["local_error"].where(own).sum("layer") / one["euler_local_error"].where(own).sum(
-                    "layer")).mean("replicate"))
+                local = one["local_error"].where(own).sum("layer")
+                eps = float((local / one["euler_local_error"].where(own).sum("layer")).mean("replicate"))
                 inner = (one["layer"] > 0) & (one["layer"] < d)
-                traj = float(one["trajectory_error"].where(inner).mean("replicate").max()) if d > 1 else np.nan
+                traj = (float(one["trajectory_error"].where(inner).mean("replicate").max())
+                        if d > 1 else np.nan)
                 path = (float(one["path_error"].where(inner).mean("replicate").max())
                         if d > 1 and "path_error" in one else np.nan)
-                cells.append(f"{float(one['error_coherence'].mean()):.2f}, {float(one['error_linearity'].mean()):.2f}, "
+                cells.append(f"{float(one['error_coherence'].mean()):.2f}, "
+                             f"{float(one['error_linearity'].mean()):.2f}, "
                              f"{eps:.2g}, {traj:.1e}, {path:.1e}")
             lines.append(f"| {mentions(target)} | " + " | ".join(cells) + " |")
-        lines += ["", "| teacher | coherence exponent c [95%] | output-error exponent 2q [95%] | implied 2q − 1 − c "
-                  "[95%] | exponent of ε [95%] |", "|---|---|---|---|---|"]
+        lines += ["", "| teacher | coherence exponent c [95%] | output-error exponent 2q [95%] "
+                  "| implied 2q − 1 − c [95%] | exponent of ε [95%] |", "|---|---|---|---|---|"]
         mentions = Mentions()
         for target in ds["target"].values:
             e = accumulation_exponents(ds, str(target))
@@ -183,10 +197,11 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
             lines.append(f"| {mentions(target)} | {cells} |")
     if "lesion" in ds and ds.sizes["depth"] > 2:
         lines += ["", "Interventions on the trained students (full length, replicate intervals; "
-                  "resflow.probing.interventions): exponents of the layer-mean damage D ∝ ℓ^-α of skipping a layer, "
-                  "of skipping it with the others lengthened by ℓ/(ℓ−1), of swapping two adjacent layers; and the "
-                  "repair, rescaled over plain damage at the deepest depth (ensemble: the noise share of a layer, "
-                  "of order 1; smooth flow: near 0; laws: resflow theory lesion-ensemble ... swap-flow):", "",
+                  "resflow.probing.interventions): exponents of the layer-mean damage D ∝ ℓ^-α of "
+                  "skipping a layer, of skipping it with the others lengthened by ℓ/(ℓ−1), of swapping "
+                  "two adjacent layers; and the repair, rescaled over plain damage at the deepest depth "
+                  "(ensemble: the noise share of a layer, of order 1; smooth flow: near 0; laws: resflow "
+                  "theory lesion-ensemble ... swap-flow):", "",
                   "| teacher | lesion α [95%] | rescaled lesion α [95%] | swap α [95%] | repair at "
                   f"ℓ = {int(ds['depth'].values[-1])} [95%] |", "|---|---|---|---|---|"]
         mentions = Mentions()
@@ -198,8 +213,9 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
         lines += _intervention_laws(int(ds["depth"].values[-1]))
     if "path_time" in ds and not is_kl(ds):
         full = plain
-        lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, replicate mean; "
-                  "l/ℓ: at the teacher's pace):", "", "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
+        lines += ["", "Where on the teacher's path each student state lies (path time τ*/L_T of h_l, "
+                  "replicate mean; l/ℓ: at the teacher's pace):", "",
+                  "| teacher | depth | path time of h_1 … h_ℓ | l/ℓ |",
                   "|---|---|---|---|"]
         mentions = Mentions()
         for target in ds["target"].values:
@@ -211,15 +227,18 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
 
 
 def _intervention_laws(deepest: int) -> list[str]:
-    """The theory's rows of the interventions table, evaluated from the derivations (``theory/interventions.py``)."""
+    """The theory's rows of the interventions table, evaluated from the derivations
+    (``theory/interventions.py``)."""
     def alpha(name, **values):
         return f"{float(laws.exponent(name, ell=deepest, **values)):.2f}"
 
     return [f"| law: noisy ensemble | {alpha('lesion-ensemble', m=1.0, sigma=1.0)} (lesion-ensemble) | "
-            f"{alpha('lesion-rescaled-ensemble', sigma=1.0, rho=0.0)} at ℓ = {deepest} (lesion-rescaled-ensemble) | "
+            f"{alpha('lesion-rescaled-ensemble', sigma=1.0, rho=0.0)} at ℓ = {deepest} "
+            "(lesion-rescaled-ensemble) | "
             "no damage (swap-ensemble) | σ²(1−ρ)/(m²+σ²) · ℓ/(ℓ−1): of order 1 |",
             f"| law: Euler flow | {alpha('lesion-flow', a=1.0, h=1.0)} (lesion-flow) | "
-            f"{alpha('lesion-rescaled-flow', a=1.0, abar=0.5, h=1.0)} (lesion-rescaled-flow; more where a = ā, "
+            f"{alpha('lesion-rescaled-flow', a=1.0, abar=0.5, h=1.0)} (lesion-rescaled-flow; "
+            "more where a = ā, "
             f"4 for an autonomous field) | {alpha('swap-flow', c=1.0, gamma=1)} smooth, "
-            f"{alpha('swap-flow', c=1.0, gamma=0)} independent layers (swap-flow) | (a − ā)²/a²: 0 for an "
-            "autonomous field |"]
+            f"{alpha('swap-flow', c=1.0, gamma=0)} independent layers (swap-flow) | "
+            "(a − ā)²/a²: 0 for an autonomous field |"]

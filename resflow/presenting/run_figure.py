@@ -37,8 +37,10 @@ __all__ = ["headline", "plot_headline", "plot_experiment", "standing_text"]
 
 SEPARATED, NOT_SEPARATED, MIXED = "#1a7f37", "#b3261e", "#9a6700"  # green, red, amber: the headline's verdict
 WRAP = {False: 80, True: 60}  # characters per headline line: normal, bold (the text column is about 6 inches)
-FIGURE_SIZE = (12.0, 8.4)  # inches, the four panels; at save_figure's 130 dpi 1560 pixels wide (docs width: 1600)
-HEADLINE_HEIGHT = 3.1  # inches at least above them: a run of two teachers; more for more series (plot_experiment)
+# inches, the four panels; at save_figure's 130 dpi 1560 pixels wide (docs width: 1600)
+FIGURE_SIZE = (12.0, 8.4)
+# inches at least above them: a run of two teachers; more for more series (plot_experiment)
+HEADLINE_HEIGHT = 3.1
 
 
 def _interval(value: float, low: float, high: float) -> str:
@@ -46,8 +48,8 @@ def _interval(value: float, low: float, high: float) -> str:
 
 
 def standing_text(fit) -> str:
-    """What a fitted exponent is, in words: an estimate where verdict v3 certified every depth, a bound otherwise
-    (with how many depths were certified)."""
+    """What a fitted exponent is, in words: an estimate where verdict v3 certified every depth, a bound
+    otherwise (with how many depths were certified)."""
     if fit.certified:
         return "an estimate (every depth certified)"
     certified = len(fit.certified_depths)
@@ -79,12 +81,13 @@ def headline(fits) -> tuple[str, list[str], str]:
         for sep in seps:
             lines.append(f"α({smooth}) − α({rough}){_where(sep)} = "
                          f"{_interval(sep.separation, sep.separation_ci_low, sep.separation_ci_high)} (95%)")
+            law_aware = _interval(sep.separation_law, sep.separation_law_ci_low, sep.separation_law_ci_high)
             lines.append("law-aware (finite-teacher factor divided out): "
-                         f"{_interval(sep.separation_law, sep.separation_law_ci_low, sep.separation_law_ci_high)}")
+                         f"{law_aware}")
             lines.append(("separated: both intervals lie above " if sep.separated else
                           "not separated: an interval reaches below ")
-                         + f"{SEPARATION_MARGIN:g}, the smallest gap between the laws (ensemble\u00a0α\u00a0=\u00a01, "
-                           "procedural\u00a0α\u00a0≥\u00a02)")
+                         + f"{SEPARATION_MARGIN:g}, the smallest gap between the laws "
+                           "(ensemble\u00a0α\u00a0=\u00a01, procedural\u00a0α\u00a0≥\u00a02)")
         lines.append(f"{seps[0].method}")
     else:
         title, colour = "Depth exponents", "0.15"
@@ -110,8 +113,8 @@ def _run_note(ds: xr.Dataset) -> str:
 
 
 def _headline_layout(fits, note: str = "") -> tuple[list[tuple[str, float, dict]], float]:
-    """The headline's lines as ``(text, points below the top, text style)``, wrapped to the text column, and the
-    height they take (points)."""
+    """The headline's lines as ``(text, points below the top, text style)``, wrapped to the text column, and
+    the height they take (points)."""
     title, lines, colour = headline(fits)
     placed = [(title, 0.0, {"fontsize": 14, "fontweight": "bold", "color": colour})]
     down = 24.0
@@ -140,8 +143,8 @@ def plot_headline(fits, text_ax, chart_ax=None, *, note: str = "") -> None:
     text_ax.set_axis_off()
     placed, _ = _headline_layout(fits, note)
     for text, down, style in placed:  # each line ``down`` points below the top of the panel
-        text_ax.annotate(text, (0.0, 1.0), xycoords="axes fraction", xytext=(0, -down), textcoords="offset points",
-                         va="top", ha="left", annotation_clip=False, **style)
+        text_ax.annotate(text, (0.0, 1.0), xycoords="axes fraction", xytext=(0, -down),
+                         textcoords="offset points", va="top", ha="left", annotation_clip=False, **style)
     if chart_ax is None:
         return
     seps = separations(fits)
@@ -151,16 +154,16 @@ def plot_headline(fits, text_ax, chart_ax=None, *, note: str = "") -> None:
         c = SEPARATED if sep.separated else NOT_SEPARATED
         rows.append((f"Δα = {smooth} − {rough}{_where(sep)}", sep.separation, sep.separation_ci_low,
                      sep.separation_ci_high, c, "D", sep.certified))
-        rows.append(("law-aware Δα", sep.separation_law, sep.separation_law_ci_low, sep.separation_law_ci_high, c,
-                     "s", sep.certified))
+        rows.append(("law-aware Δα", sep.separation_law, sep.separation_law_ci_low,
+                     sep.separation_law_ci_high, c, "s", sep.certified))
     for color, fit in zip(colors("tab10", len(fits)), fits, strict=True):
-        rows.append((f"α, {series_label(fit, first=False)}", fit.exponent, fit.ci_low, fit.ci_high, color, "o",
-                     fit.certified))
+        rows.append((f"α, {series_label(fit, first=False)}", fit.exponent, fit.ci_low, fit.ci_high,
+                     color, "o", fit.certified))
         rows.append(("law α", fit.law_exponent, fit.law_ci_low, fit.law_ci_high, color, "s", fit.certified))
     rows = [r for r in rows if math.isfinite(r[1])]
     for y, (_, value, low, high, color, marker, filled) in enumerate(rows):
-        chart_ax.errorbar(value, y, xerr=[[max(value - low, 0.0)], [max(high - value, 0.0)]], fmt=marker,
-                          color=color, mfc=color if filled else "white", ms=6, capsize=3, lw=1.4)
+        chart_ax.errorbar(value, y, xerr=[[max(value - low, 0.0)], [max(high - value, 0.0)]],
+                          fmt=marker, color=color, mfc=color if filled else "white", ms=6, capsize=3, lw=1.4)
     if seps:  # the Δα rows: separated where the whole interval lies right of the margin
         top = 2 * len(seps) - 0.5
         chart_ax.fill_betweenx([-0.5, top], SEPARATION_MARGIN,
@@ -183,13 +186,15 @@ def plot_headline(fits, text_ax, chart_ax=None, *, note: str = "") -> None:
     chart_ax.set_ylim(len(rows) - 0.5, -0.5)
     chart_ax.set_xlim(min([r[2] for r in rows if math.isfinite(r[2])] + [0.0]) - 0.1,
                       max([r[3] for r in rows if math.isfinite(r[3])] + [3.5]) + 0.3)
-    chart_ax.set(xlabel="depth exponent (loss ∝ ℓ^-α), 95% intervals", title="exponents and their difference")
+    chart_ax.set(xlabel="depth exponent (loss ∝ ℓ^-α), 95% intervals",
+                 title="exponents and their difference")
     chart_ax.legend(handles=key, fontsize=7.5, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
 
 
 def plot_experiment(ds: xr.Dataset, fits) -> Figure:
-    """The standard figure of a run: the headline (:func:`plot_headline`), then loss vs depth, training curves,
-    the students' update angles and (when the record has them) their layer-skipping profiles, 2 × 2."""
+    """The standard figure of a run: the headline (:func:`plot_headline`), then loss vs depth, training
+    curves, the students' update angles and (when the record has them) their layer-skipping profiles,
+    2 × 2."""
     from .figure import InlineFigure
 
     ds = checked_run(ds)
@@ -199,7 +204,8 @@ def plot_experiment(ds: xr.Dataset, fits) -> Figure:
     note = _run_note(ds) + (f"\nrecord {record}" if record else "")
     _, text_height = _headline_layout(fits, note)
     rows = 2 * (len(fits) + len(separations(fits)))  # the chart's rows: exponent and law exponent of each
-    # inches: room for every line and row, and for the chart's title and axis label (which shorten both panels)
+    # inches: room for every line and row, and for the chart's title and axis label (which shorten both
+    # panels)
     top = max(text_height / 72 + 1.2, 0.22 * rows + 1.0, HEADLINE_HEIGHT)
     width, height = FIGURE_SIZE
     fig = InlineFigure(figsize=(width, height + top), layout="constrained")

@@ -28,19 +28,12 @@ import xarray as xr
 
 from .._specs import is_class_target
 from ..labels import teacher_label
-from ..noise import parse_correlation
-from ..probing.groups import split_update_angles
+from ..probing.groups import GROUP_LABELS, student_group_angles
 from ..probing.probes import middle_layers
 from ..records import best_start
 
-__all__ = ["SignatureRow", "GROUP_LABELS", "student_group_angles", "toy_signature_rows", "probe_signature_rows"]
-
-GROUP_LABELS = {
-    "angle_within": ("mean update angle between successive layers inside one of the teacher's K groups", "rad"),
-    "angle_boundary": ("mean update angle between successive layers across a boundary of the teacher's K groups",
-                     "rad"),
-}
-
+__all__ = ["SignatureRow", "GROUP_LABELS", "student_group_angles", "toy_signature_rows",
+           "probe_signature_rows"]
 
 @dataclass(frozen=True, kw_only=True)
 class SignatureRow:
@@ -61,24 +54,6 @@ class SignatureRow:
                 for k, v in dataclasses.asdict(self).items()}
 
 
-def _groups(target: str) -> int | None:
-    """K of a ``grouped:K`` target; None for every other target (no functional groups to split by)."""
-    if is_class_target(target):
-        return None
-    return getattr(parse_correlation(target), "groups", None)
-
-
-def student_group_angles(specs, update_angle: np.ndarray) -> dict[str, np.ndarray]:
-    """Per student (``specs`` order): its update angles (``(n, layers)``, as the record's ``update_angle``) within
-    and across its teacher's groups, for students of ``grouped:K`` teachers (NaN for the others)."""
-    out = {name: np.full(len(specs), np.nan) for name in GROUP_LABELS}
-    for i, spec in enumerate(specs):
-        groups = _groups(spec.target)
-        if groups is not None and spec.depth >= 2:
-            out["angle_within"][i], out["angle_boundary"][i] = split_update_angles(update_angle[i], spec.depth, groups)
-    return out
-
-
 def _middle(values: np.ndarray, depth: int) -> float:
     """Mean over the middle layers (:func:`resflow.probing.probes.middle_layers`) of per-layer values (NaN
     ignored)."""
@@ -88,15 +63,16 @@ def _middle(values: np.ndarray, depth: int) -> float:
 
 
 def toy_signature_rows(ds: xr.Dataset, record: str, experiment: str) -> list[SignatureRow]:
-    """One row per target of a ``toy-run`` record: its plain students (or, in a run of structured students only,
-    those) at the deepest depth and full length."""
+    """One row per target of a ``toy-run`` record: its plain students (or, in a run of structured students
+    only, those) at the deepest depth and full length."""
     from ..fitting.hierarchy import hierarchy_table
 
     ds = best_start(ds)  # one student per cell: the best route and init
     depth = int(ds["depth"].max())
     groups = [int(g) for g in ds["student_groups"].values]
     structure = 0 if 0 in groups else groups[0]  # plain students, or a run of structured ones only
-    one = ds.sel(depth=depth, length=ds["length"].max(), student_groups=structure).isel(scheme=0, temperature=0)
+    one = ds.sel(depth=depth, length=ds["length"].max(),
+                 student_groups=structure).isel(scheme=0, temperature=0)
     label = "" if structure == 0 else f", students of {structure} weight groups"
     drops = {}
     if all(is_class_target(str(t)) for t in ds["target"].values):
@@ -118,8 +94,8 @@ def toy_signature_rows(ds: xr.Dataset, record: str, experiment: str) -> list[Sig
             source="toy", name=f"{experiment}: {teacher_label(target)}{label}", record=record, depth=depth,
             update_angle=angle,
             early_stop=mean("early_stop_fraction"), exit_early=mean("exit_early_fraction"),
-            exit_depth=mean("exit_depth"), angle_within=mean("angle_within"), angle_boundary=mean("angle_boundary"),
-            drop_depth=drops.get(str(target), math.nan)))
+            exit_depth=mean("exit_depth"), angle_within=mean("angle_within"),
+            angle_boundary=mean("angle_boundary"), drop_depth=drops.get(str(target), math.nan)))
     return rows
 
 

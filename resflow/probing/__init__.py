@@ -5,7 +5,7 @@ module             what it holds
 =================  ==========================================================================
 ``metrics``        hidden-state metrics (angles, norms, progress): one definition for every model
 ``probes``         streaming aggregation of the metrics over tokens, early stopping, probe records
-``groups``         update angles within a functional group of layers and across its boundaries
+``groups``         update angles within a functional group of layers and across its boundaries, per student
 ``early_exit``     where each input's readout exits along depth: confidence and settled rules
 ``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
 ``tracking``       a student against its teacher along depth: local errors and how coherently they add

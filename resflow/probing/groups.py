@@ -15,20 +15,28 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from .._specs import is_class_target
 from .._validate import check_int
 from ..errors import ConfigError
 from ..fitting.intervals import exponent_interval
-from ..noise import group_of
+from ..noise import group_of, parse_correlation
 from ..records import best_start, one_structure
 
-__all__ = ["boundary_pairs", "split_update_angles", "group_signature", "states_group_signature", "one_structure",
-           "exponent_difference"]
+__all__ = ["GROUP_LABELS", "student_group_angles", "boundary_pairs", "split_update_angles", "group_signature",
+           "states_group_signature", "one_structure", "exponent_difference"]
+
+GROUP_LABELS = {
+    "angle_within": ("mean update angle between successive layers inside one of the teacher's K groups",
+                     "rad"),
+    "angle_boundary": ("mean update angle between successive layers across a boundary of the "
+                       "teacher's K groups", "rad"),
+}
 
 
 def boundary_pairs(depth: int, groups: int) -> np.ndarray:
     """For each pair of successive layers ``(l, l + 1)``, ``l = 0..depth - 2``: True when the pair straddles
-    a boundary of ``groups`` contiguous groups of unit time (:func:`resflow.noise.group_of`; with more groups than
-    layers, every layer is its own group)."""
+    a boundary of ``groups`` contiguous groups of unit time (:func:`resflow.noise.group_of`; with more groups
+    than layers, every layer is its own group)."""
     depth = check_int("depth", depth, minimum=1)
     groups = check_int("groups", groups, minimum=1)
     group = group_of(depth, min(groups, depth)).numpy()
@@ -76,8 +84,8 @@ def group_signature(ds: xr.Dataset, groups: int) -> xr.Dataset:
 
 def states_group_signature(states, groups: int, *, seed: int = 0) -> dict[str, float]:
     """Mean update angle between successive layers of a stack's hidden ``states`` ``(depth + 1, n, d)`` (e.g.
-    a teacher's, :meth:`resflow.training.Teacher.hidden_states`), within each of ``groups`` contiguous groups and
-    across their boundaries, and its early-stop fraction: the probes' metrics (``resflow probe``)."""
+    a teacher's, :meth:`resflow.training.Teacher.hidden_states`), within each of ``groups`` contiguous groups
+    and across their boundaries, and its early-stop fraction: the probes' metrics (``resflow probe``)."""
     from .probes import probe_states
 
     depth = int(states.shape[0]) - 1
@@ -87,16 +95,16 @@ def states_group_signature(states, groups: int, *, seed: int = 0) -> dict[str, f
 
 
 def exponent_difference(ds, target: str, groups: int, depths=None):
-    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired: the exponent of
-    the ratio of their final losses on the same evaluation batches (same teacher, data and batches), with
-    the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one replicate, a
-    bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The value is the
-    exponent of the replicate-mean ratio, close to (not exactly) the difference of the two series' α.  One student
-    per cell: the best route and init of each structure."""
+    """Δα = α(students of ``groups`` weight groups) − α(plain students) on ``target``, paired: the
+    exponent of the ratio of their final losses on the same evaluation batches (same teacher, data and
+    batches), with the interval of :func:`resflow.analysis.exponent_interval` (t over replicates; with one
+    replicate, a bootstrap over the evaluation batches, labelled so).  ``depths`` restricts the fit.  The
+    value is the exponent of the replicate-mean ratio, close to (not exactly) the difference of the two
+    series' α.  One student per cell: the best route and init of each structure."""
     ds = best_start(ds)
     if ds.sizes["temperature"] != 1:
-        raise ConfigError("exponent_difference compares one series per structure: select a temperature first, "
-                          "ds.sel(temperature=[T]).")
+        raise ConfigError("exponent_difference compares one series per structure: select a temperature "
+                          "first, ds.sel(temperature=[T]).")
     ds = ds.isel(temperature=0)
     if ds.sizes.get("scheme", 1) != 1:
         raise ConfigError("exponent_difference compares one series per structure: select a scheme first, "
@@ -107,3 +115,22 @@ def exponent_difference(ds, target: str, groups: int, depths=None):
     ratio = (batches.sel(student_groups=groups) / batches.sel(student_groups=0)).transpose(
         "depth", "replicate", "eval_batch")
     return exponent_interval([int(d) for d in ratio["depth"].values], ratio.values)
+
+
+def _groups(target: str) -> int | None:
+    """K of a ``grouped:K`` target; None for every other target (no functional groups to split by)."""
+    if is_class_target(target):
+        return None
+    return getattr(parse_correlation(target), "groups", None)
+
+
+def student_group_angles(specs, update_angle: np.ndarray) -> dict[str, np.ndarray]:
+    """Per student (``specs`` order): its update angles (``(n, layers)``, as the record's ``update_angle``)
+    within and across its teacher's groups, for students of ``grouped:K`` teachers (NaN for the others)."""
+    out = {name: np.full(len(specs), np.nan) for name in GROUP_LABELS}
+    for i, spec in enumerate(specs):
+        groups = _groups(spec.target)
+        if groups is not None and spec.depth >= 2:
+            within, boundary = split_update_angles(update_angle[i], spec.depth, groups)
+            out["angle_within"][i], out["angle_boundary"][i] = within, boundary
+    return out

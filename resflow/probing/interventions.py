@@ -54,7 +54,8 @@ class InterventionProfile:
     value: np.ndarray  # (n,) damage D_l (lesion, swap) or recovered share (trace)
     quantity: str  # "damage" or "recovered share"
     attrs: dict[str, str] = field(default_factory=dict)
-    outputs: torch.Tensor | None = field(default=None, repr=False, compare=False)  # (n, ...) with keep_outputs
+    # (n, ...) with keep_outputs
+    outputs: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     @property
     def position(self) -> np.ndarray:
@@ -67,7 +68,8 @@ def _check(steps: Sequence[Step], h0: torch.Tensor, minimum: int = 1) -> list[St
     if len(steps) < minimum:
         raise ConfigError(f"steps must hold at least {minimum} layer step(s); got {len(steps)}.")
     if not all(callable(s) for s in steps):
-        raise ConfigError("steps must be callables h -> next h, one per layer (e.g. resflow.training.student_steps).")
+        raise ConfigError("steps must be callables h -> next h, one per layer "
+                          "(e.g. resflow.training.student_steps).")
     if not isinstance(h0, torch.Tensor) or h0.ndim < 1:
         raise ShapeError("h0 must be a tensor of input states (..., width).")
     return steps
@@ -109,7 +111,8 @@ def lesion(steps: Sequence[Step], h0: torch.Tensor, *, rescale: bool = False, re
         nxt[k] = h[k]  # copy k skips layer k
         h = nxt
     return InterventionProfile("lesion_rescaled" if rescale else "lesion", depth, np.arange(depth),
-                               _damage(h, clean[None], readout), "damage", outputs=h if keep_outputs else None)
+                               _damage(h, clean[None], readout), "damage",
+                               outputs=h if keep_outputs else None)
 
 
 @torch.no_grad()
@@ -128,8 +131,8 @@ def swap(steps: Sequence[Step], h0: torch.Tensor, *, readout: Callable | None = 
         if k >= 1:  # ... and copy k - 1 runs layer k - 1
             nxt[k - 1] = steps[k - 1](h[k - 1])
         h = nxt
-    return InterventionProfile("swap", depth, np.arange(depth - 1), _damage(h, clean[None], readout), "damage",
-                               outputs=h if keep_outputs else None)
+    return InterventionProfile("swap", depth, np.arange(depth - 1), _damage(h, clean[None], readout),
+                               "damage", outputs=h if keep_outputs else None)
 
 
 @torch.no_grad()
@@ -169,8 +172,8 @@ def trace(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *, res
                                outputs=h if keep_outputs else None)
 
 
-def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, lesion_rescaled=None, swap=None,
-                         trace=None, tokens=None, attrs: dict | None = None, **profiles):
+def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, lesion_rescaled=None,
+                         swap=None, trace=None, tokens=None, attrs: dict | None = None, **profiles):
     """One ``intervention`` store record: the profiles of one model (toy or transformer, the same schema).
 
     Dims ``layer`` (:math:`l = 0..\\ell-1`, with coordinate ``position`` = :math:`l/\\ell`) and ``token``
@@ -214,10 +217,11 @@ def intervention_dataset(*, model: str, measure: str, depth: int, lesion=None, l
 
 @dataclass(frozen=True)
 class StackIntervention:
-    """An intervention every stack's profile includes (:func:`stack_profiles`): ``profile(steps, h0, corrupt,
-    readout)`` gives one value per layer it applies to (at most :math:`\\ell`; the rest are NaN), ``label`` its
-    long name in a ``toy-run`` record, ``what`` its clause in an ``intervention`` record ("layer l skipped");
-    ``minimum_depth`` the shallowest stack it applies to (shallower ones get NaN)."""
+    """An intervention every stack's profile includes (:func:`stack_profiles`):
+    ``profile(steps, h0, corrupt, readout)`` gives one value per layer it applies to (at most :math:`\\ell`;
+    the rest are NaN), ``label`` its long name in a ``toy-run`` record, ``what`` its clause in an
+    ``intervention`` record ("layer l skipped"); ``minimum_depth`` the shallowest stack it applies to
+    (shallower ones get NaN)."""
 
     name: str
     label: str
@@ -245,16 +249,21 @@ def register_intervention(intervention: StackIntervention) -> StackIntervention:
 
 for _builtin in (
     StackIntervention("lesion", "damage of skipping layer l (mean square change of the normalised output)",
-                      "layer l skipped", lambda steps, h0, corrupt, readout: lesion(steps, h0, readout=readout).value),
-    StackIntervention("lesion_rescaled", "damage of skipping layer l, the other updates lengthened by ell/(ell - 1)",
+                      "layer l skipped",
+                      lambda steps, h0, corrupt, readout: lesion(steps, h0, readout=readout).value),
+    StackIntervention("lesion_rescaled",
+                      "damage of skipping layer l, the other updates lengthened by ell/(ell - 1)",
                       "layer l skipped, the other updates lengthened by ell/(ell - 1)",
-                      lambda steps, h0, corrupt, readout: lesion(steps, h0, rescale=True, readout=readout).value,
+                      lambda steps, h0, corrupt, readout: lesion(steps, h0, rescale=True,
+                                                                 readout=readout).value,
                       minimum_depth=2),
     StackIntervention("swap", "damage of running layers l and l + 1 in the other order",
                       "layers l and l + 1 run in the other order",
-                      lambda steps, h0, corrupt, readout: swap(steps, h0, readout=readout).value, minimum_depth=2),
-    StackIntervention("trace", "recovered share of the clean output, input corrupted, the clean update of layer l "
-                      "restored", "input corrupted, the clean input of layer l at the token restored",
+                      lambda steps, h0, corrupt, readout: swap(steps, h0, readout=readout).value,
+                      minimum_depth=2),
+    StackIntervention("trace", "recovered share of the clean output, input corrupted, the clean update of "
+                      "layer l restored",
+                      "input corrupted, the clean input of layer l at the token restored",
                       lambda steps, h0, corrupt, readout: trace(steps, h0, corrupt, restore="update",
                                                                 readout=readout).value),
 ):
@@ -263,9 +272,9 @@ for _builtin in (
 
 def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tensor, *,
                    readout: Callable | None = None) -> dict[str, np.ndarray]:
-    """Every registered profile (:data:`STACK_INTERVENTIONS`) of one stack, each of length :math:`\\ell`, NaN where
-    it does not apply (``swap`` at the last layer; a one-layer stack has NaN for the rescaled lesion and the
-    swap)."""
+    """Every registered profile (:data:`STACK_INTERVENTIONS`) of one stack, each of length :math:`\\ell`, NaN
+    where it does not apply (``swap`` at the last layer; a one-layer stack has NaN for the rescaled lesion and
+    the swap)."""
     depth = len(steps)
     out = {}
     for name, intervention in STACK_INTERVENTIONS.items():
@@ -278,8 +287,8 @@ def stack_profiles(steps: Sequence[Step], h0: torch.Tensor, corrupt: torch.Tenso
 
 
 def _plain_full_length(ds):
-    """A toy run's plain students of its first scheme and temperature, trained the whole run (the best start of
-    each cell)."""
+    """A toy run's plain students of its first scheme and temperature, trained the whole run (the best start
+    of each cell)."""
     from ..records import best_start
 
     one = best_start(ds)
@@ -328,7 +337,8 @@ class InterventionRow:
     record: str
 
     def to_json(self) -> dict:
-        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()}
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                for k, v in self.__dict__.items()}
 
 
 def intervention_row(source, name, depth, measure, lesion_values, swap_values, rescaled_values, record
@@ -337,17 +347,18 @@ def intervention_row(source, name, depth, measure, lesion_values, swap_values, r
     (``swap_values``, ``rescaled_values`` None where not measured)."""
     lost = np.asarray(lesion_values, float)
     mean = float(np.nanmean(lost)) if np.isfinite(lost).any() else float("nan")
-    swap_mean = float(np.nanmean(swap_values)) if swap_values is not None and np.isfinite(swap_values).any() else \
-        float("nan")
+    swap_mean = (float(np.nanmean(swap_values)) if swap_values is not None and np.isfinite(swap_values).any()
+                 else float("nan"))
     rescaled = float(np.nanmean(rescaled_values)) if rescaled_values is not None else float("nan")
     with np.errstate(invalid="ignore", divide="ignore"):
-        return InterventionRow(source, name, int(depth), measure, mean, float(np.nanmax(np.abs(lost)) / abs(mean)),
+        return InterventionRow(source, name, int(depth), measure, mean,
+                               float(np.nanmax(np.abs(lost)) / abs(mean)),
                                swap_mean / mean, rescaled / mean, record)
 
 
 def intervention_rows(ds, record: str) -> list[InterventionRow]:
-    """The :class:`InterventionRow` of an ``intervention`` record, or one per target of a ``toy-run`` record with
-    intervention profiles (its deepest students: full length, plain, first scheme, replicate means)."""
+    """The :class:`InterventionRow` of an ``intervention`` record, or one per target of a ``toy-run`` record
+    with intervention profiles (its deepest students: full length, plain, first scheme, replicate means)."""
     if "replicate" not in ds.dims:  # an intervention record
         lesion_values, swap_values = ds["lesion"].values if "lesion" in ds else [np.nan], \
             ds["swap"].values if "swap" in ds else None
@@ -356,14 +367,16 @@ def intervention_rows(ds, record: str) -> list[InterventionRow]:
             lesion_values = clean - np.asarray(lesion_values, float)
             swap_values = None if swap_values is None else clean - np.asarray(swap_values, float)
         rescaled = ds["lesion_rescaled"].values if "lesion_rescaled" in ds else None
-        return [intervention_row("model", ds.attrs.get("model", record), int(ds.attrs.get("depth", ds.sizes["layer"])),
-                     ds.attrs.get("measure", "damage"), lesion_values, swap_values, rescaled, record)]
+        return [intervention_row("model", ds.attrs.get("model", record),
+                                 int(ds.attrs.get("depth", ds.sizes["layer"])),
+                                 ds.attrs.get("measure", "damage"),
+                                 lesion_values, swap_values, rescaled, record)]
     if "lesion" not in ds:
         return []
     one = _plain_full_length(ds)
     deepest = int(one["depth"].max())
     one = one.sel(depth=deepest).mean("replicate")
     return [intervention_row("toy run", f"{teacher_label(target)} student", deepest, "damage",
-                             one["lesion"].sel(target=target).values,
-                 one["swap"].sel(target=target).values, one["lesion_rescaled"].sel(target=target).values, record)
+                             one["lesion"].sel(target=target).values, one["swap"].sel(target=target).values,
+                             one["lesion_rescaled"].sel(target=target).values, record)
             for target in one["target"].values]

@@ -22,8 +22,8 @@ from ..errors import ConfigError, ShapeError
 from ..loglog import slopes
 from .metrics import METRIC_LABELS, METRICS, token_metrics
 
-__all__ = ["middle_layers", "QUANTILES", "ProbeAccumulator", "ProbeResult", "probe_states", "early_stop_fraction",
-           "angle_early_stop_fraction", "step_size_slope",
+__all__ = ["middle_layers", "QUANTILES", "ProbeAccumulator", "ProbeResult", "probe_states",
+           "early_stop_fraction", "angle_early_stop_fraction", "step_size_slope",
            "probe_dataset", "state_signature", "SIGNATURE_LABELS"]
 
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
@@ -32,7 +32,8 @@ EARLY_LATE_SHARE = 0.25
 
 
 def middle_layers(n: int) -> slice:
-    """The middle layers of ``n``: from a quarter to three quarters (at least one), where the regimes differ most."""
+    """The middle layers of ``n``: from a quarter to three quarters (at least one), where the regimes differ
+    most."""
     return slice(n // 4, max(3 * n // 4, n // 4 + 1))
 
 
@@ -208,7 +209,8 @@ def angle_early_stop_fraction(step_angles: np.ndarray, *, iterations: int = 50) 
 
 
 SIGNATURE_LABELS = {**METRIC_LABELS, "early_stop_fraction": (
-    "fraction of inputs whose updates stop early (the probes' 2-means clustering of update-size profiles)", "1")}
+    "fraction of inputs whose updates stop early (the probes' 2-means clustering of update-size profiles)",
+    "1")}
 
 
 def state_signature(states: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -265,24 +267,32 @@ def probe_dataset(results: list[ProbeResult]):
         data[f"{name}_mean"] = (("model", "layer"), np.stack([pad(r.mean[name]) for r in results]),
                                 {"long_name": f"mean {long_name} over tokens", "units": units})
         data[f"{name}_quantile"] = (("model", "quantile", "layer"),
-                                    np.stack([np.stack([pad(q) for q in r.quantiles[name]]) for r in results]),
+                                    np.stack([np.stack([pad(q) for q in r.quantiles[name]])
+                                              for r in results]),
                                     {"long_name": f"quantiles of {long_name} over tokens", "units": units})
         data[f"{name}_prenorm_mean"] = (
             ("model", "layer"),
-            np.stack([pad(r.prenorm_mean[name]) if r.prenorm_mean else np.full(width, np.nan) for r in results]),
+            np.stack([pad(r.prenorm_mean[name]) if r.prenorm_mean else np.full(width, np.nan)
+                      for r in results]),
             {"long_name": f"mean {long_name}, with the pre-final-norm state as h_L", "units": units})
     for lens in ("logit_lens", "last_layer_lens"):
         data[lens] = (("model", "layer"), np.stack([pad(r.losses.get(lens, [])) for r in results]),
-                      {"long_name": f"next-token loss through the {lens.replace('_', ' ')}", "units": "nat"})
-    data["n_layers"] = (("model",), [r.n_layers for r in results], {"long_name": "layers L", "units": "layers"})
-    data["n_tokens"] = (("model",), [r.n_tokens for r in results], {"long_name": "tokens probed", "units": "1"})
+                      {"long_name": f"next-token loss through the {lens.replace('_', ' ')}",
+                       "units": "nat"})
+    data["n_layers"] = (("model",), [r.n_layers for r in results],
+                        {"long_name": "layers L", "units": "layers"})
+    data["n_tokens"] = (("model",), [r.n_tokens for r in results],
+                        {"long_name": "tokens probed", "units": "1"})
     data["early_stop_fraction"] = (("model",), [r.early_stop_fraction for r in results],
-                                   {"long_name": "fraction of tokens in an early-stopping cluster", "units": "1"})
+                                   {"long_name": "fraction of tokens in an early-stopping cluster",
+                                    "units": "1"})
     data["angle_early_stop_fraction"] = (("model",), [r.angle_early_stop_fraction for r in results], {
-        "long_name": "fraction of tokens in the early-stop cluster of the study's PCA of per-layer step angles",
+        "long_name": "fraction of tokens in the early-stop cluster of the study's PCA of per-layer "
+                     "step angles",
         "units": "1"})
     data["last_state_after_final_norm"] = (
-        ("model",), [{None: "unknown", True: "yes", False: "no"}[r.last_state_after_final_norm] for r in results],
+        ("model",), [{None: "unknown", True: "yes", False: "no"}[r.last_state_after_final_norm]
+                     for r in results],
         {"long_name": "whether the returned last hidden state is taken after the final norm", "units": "1"})
     return xr.Dataset(data, coords={
         "model": ("model", models, {"long_name": "probed model"}),

@@ -42,17 +42,18 @@ from .metrics import angle
 __all__ = ["tracking_metrics", "accumulation_exponents", "TRACKING_LABELS"]
 
 TRACKING_LABELS = {  # name -> (long_name, units)
-    "trajectory_error": ("E|h_l - teacher h_(l k)|^2 / E|teacher h_(l k)|^2 (student vs teacher at matching times)",
-                         "1"),
+    "trajectory_error": ("E|h_l - teacher h_(l k)|^2 / E|teacher h_(l k)|^2 "
+                         "(student vs teacher at matching times)", "1"),
     "path_error": ("min over the teacher's path of E|h_l - teacher h(tau)|^2 / E|teacher h(tau)|^2", "1"),
     "path_time": ("where on the teacher's path (tau / L_T) the student's h_l is closest", "1"),
     "local_error": ("E|student layer l applied to teacher h_(l k) - teacher h_((l+1) k)|^2", "1"),
-    "euler_local_error": ("E|local error of the Euler student built from the teacher's field|^2 (tied teacher)",
-                          "1"),
+    "euler_local_error": ("E|local error of the Euler student built from the teacher's field|^2 "
+                          "(tied teacher)", "1"),
     "local_error_angle": ("angle between successive local errors", "rad"),
-    "output_error": ("E|teacher output with layer l's local error - teacher output|^2 (normalised outputs)", "1"),
-    "error_coherence": ("E|sum of the layers' output errors|^2 / their sum of E|.|^2 (l: coherent, 1: incoherent)",
-                        "1"),
+    "output_error": ("E|teacher output with layer l's local error - teacher output|^2 "
+                     "(normalised outputs)", "1"),
+    "error_coherence": ("E|sum of the layers' output errors|^2 / their sum of E|.|^2 "
+                        "(l: coherent, 1: incoherent)", "1"),
     "error_linearity": ("E|sum of the layers' output errors - the student's output error|^2 / "
                         "E|the student's output error|^2", "1"),
 }
@@ -70,8 +71,8 @@ def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor,
     """
     depth, teacher_depth = student_states.shape[0] - 1, teacher_states.shape[0] - 1
     if depth < 1 or teacher_depth % depth or local_steps.shape[0] != depth or propagated.shape[0] != depth:
-        raise ShapeError(f"a student of depth {depth} must divide its teacher's depth {teacher_depth} and have "
-                         f"{depth} local steps and propagated states; got {local_steps.shape[0]}, "
+        raise ShapeError(f"a student of depth {depth} must divide its teacher's depth {teacher_depth} "
+                         f"and have {depth} local steps and propagated states; got {local_steps.shape[0]}, "
                          f"{propagated.shape[0]}.")
     k = teacher_depth // depth
     matching = teacher_states[::k]  # (depth + 1, n, d)
@@ -93,7 +94,8 @@ def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor,
         "euler_local_error": euler.square().sum(-1),
         "output_error": outputs.square().sum(-1),
         "error_coherence": summed.square().sum(-1).mean() / outputs.square().sum(-1).mean(-1).sum(),
-        "error_linearity": (summed - student_error).square().sum(-1).mean() / student_error.square().sum(-1).mean(),
+        "error_linearity": ((summed - student_error).square().sum(-1).mean()
+                            / student_error.square().sum(-1).mean()),
     }
     if depth >= 2:
         out["local_error_angle"] = angle(local[:-1], local[1:])
@@ -101,12 +103,13 @@ def tracking_metrics(student_states: torch.Tensor, teacher_states: torch.Tensor,
 
 
 def _closest_on_path(points: torch.Tensor, path: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each of ``points`` ``(m, n, d)`` (a state per layer, on n inputs), the least mean squared distance to
-    the polyline ``path`` ``(P + 1, n, d)`` at one shared position (relative to the path's norm there), and the
-    position as a fraction of the path.  Per layer: ``(m,)`` each (one value for all inputs)."""
+    """For each of ``points`` ``(m, n, d)`` (a state per layer, on n inputs), the least mean squared distance
+    to the polyline ``path`` ``(P + 1, n, d)`` at one shared position (relative to the path's norm there),
+    and the position as a fraction of the path.  Per layer: ``(m,)`` each (one value for all inputs)."""
     start, step = path[:-1], path[1:] - path[:-1]  # (P, n, d)
     rel = points[:, None] - start[None]  # (m, P, n, d)
-    u = ((rel * step[None]).sum(-1).mean(-1) / step.square().sum(-1).mean(-1).clamp_min(1e-30)).clamp(0.0, 1.0)
+    u = ((rel * step[None]).sum(-1).mean(-1)
+         / step.square().sum(-1).mean(-1).clamp_min(1e-30)).clamp(0.0, 1.0)
     closest = start[None] + u[..., None, None] * step[None]  # (m, P, n, d)
     dist = (points[:, None] - closest).square().sum(-1).mean(-1) / closest.square().sum(-1).mean(-1)
     best = dist.argmin(dim=1)
@@ -119,12 +122,12 @@ def accumulation_exponents(ds, target: str, *, confidence: float = 0.95) -> dict
     intervals (:func:`resflow.fitting.intervals.over_replicates`) of
 
     * ``coherence``: :math:`c` in :math:`C \\propto \\ell^c` (1 coherent, 0 incoherent);
-    * ``output_error``: :math:`2q` in :math:`\\overline{\\|p\\|^2} \\propto \\ell^{-2q}` (one layer's error at the
-      output);
+    * ``output_error``: :math:`2q` in :math:`\\overline{\\|p\\|^2} \\propto \\ell^{-2q}` (one layer's error at
+      the output);
     * ``implied``: :math:`2q - 1 - c`, the loss exponent the two imply;
-    * ``local_share``: :math:`\\eta` in :math:`\\varepsilon = \\sum\\|\\delta\\|^2 / \\sum\\|\\delta^E\\|^2 \\propto
-      \\ell^{\\eta}` (the share of the Euler student's local error the trained one leaves; 0 where the
-      finite-teacher factor holds).
+    * ``local_share``: :math:`\\eta` in
+      :math:`\\varepsilon = \\sum\\|\\delta\\|^2 / \\sum\\|\\delta^E\\|^2 \\propto \\ell^{\\eta}` (the share
+      of the Euler student's local error the trained one leaves; 0 where the finite-teacher factor holds).
 
     ``ds`` is a ``toy-run`` Dataset with the tracking variables (one scheme, one structure).
     """
@@ -156,5 +159,6 @@ def accumulation_exponents(ds, target: str, *, confidence: float = 0.95) -> dict
     out = {"coherence": over_replicates(slope(0, -1), data, confidence=confidence),
            "output_error": over_replicates(slope(1, 1), data, confidence=confidence),
            "local_share": over_replicates(slope(2, -1), data, confidence=confidence)}
-    out["implied"] = over_replicates(lambda r: slope(1, 1)(r) - 1 - slope(0, -1)(r), data, confidence=confidence)
+    out["implied"] = over_replicates(lambda r: slope(1, 1)(r) - 1 - slope(0, -1)(r), data,
+                                     confidence=confidence)
     return out

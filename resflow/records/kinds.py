@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from ..errors import UnknownNameError
 
-__all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT", "PROBE",
-           "BENCH", "INTERVENTION", "LM_LADDER"]
+__all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT",
+           "PROBE", "BENCH", "INTERVENTION", "LM_LADDER"]
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,15 @@ class RecordKind:
         return out
 
 
-TOY_RUN = RecordKind("toy-run", "a teacher-student run: every student's losses, curves, hidden-state metrics and "
-                     "measures", "resflow.records.toy_run.build_dataset",
+TOY_RUN = RecordKind("toy-run", "a teacher-student run: every student's losses, curves, hidden-state metrics "
+                     "and measures", "resflow.records.toy_run.build_dataset",
                      ("final_loss_batch", "failed", "test_loss", "dim target", "dim scheme", "dim depth",
                       "dim replicate", "dim length", "dim eval_batch"))
-FIT = RecordKind("fit", "the depth-exponent fits of one toy-run record", "resflow.fitting.fit_records.fits_to_dataset",
+FIT = RecordKind("fit", "the depth-exponent fits of one toy-run record",
+                 "resflow.fitting.fit_records.fits_to_dataset",
                  ("exponent", "ci_low", "ci_high", "converged", "dim series"))
-THEORY = RecordKind("theory", "a law evaluated from its derivation (reserved: laws are recomputed, not stored)",
-                    "")
+THEORY = RecordKind("theory",
+                    "a law evaluated from its derivation (reserved: laws are recomputed, not stored)", "")
 LLM_DATA = RecordKind("llm-data", "a table of trained language models (the Chinchilla table or the user's)",
                       "resflow.llm.table.data.table_dataset", ("dim model",))
 LLM_FIT = RecordKind("llm-fit", "the law-aware depth-scaling fit of a table of language models",
@@ -74,12 +75,14 @@ BENCH = RecordKind("bench", "the engine's benchmark on this machine", "resflow.w
                    ("dim row",))
 INTERVENTION = RecordKind("intervention", "lesion, swap and trace profiles of one model or teacher",
                           "resflow.probing.interventions.intervention_dataset", ("dim layer",))
-LM_LADDER = RecordKind("lm-ladder", "the language-model ladder: every model's losses, probes and interventions",
+LM_LADDER = RecordKind("lm-ladder",
+                       "the language-model ladder: every model's losses, probes and interventions",
                        "resflow.llm.ladder.records.ladder_dataset",
-                       ("val_loss", "val_loss_curve", "lesion", "swap", "update_angle", "early_stop_fraction"))
+                       ("val_loss", "val_loss_curve", "lesion", "swap", "update_angle",
+                        "early_stop_fraction"))
 
-RECORD_KINDS: dict[str, RecordKind] = {k.name: k for k in (TOY_RUN, FIT, THEORY, LLM_DATA, LLM_FIT, PROBE, BENCH,
-                                                            INTERVENTION, LM_LADDER)}
+RECORD_KINDS: dict[str, RecordKind] = {k.name: k for k in (TOY_RUN, FIT, THEORY, LLM_DATA, LLM_FIT, PROBE,
+                                                            BENCH, INTERVENTION, LM_LADDER)}
 
 
 def record_kind(name: str) -> RecordKind:

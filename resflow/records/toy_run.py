@@ -48,8 +48,8 @@ SERIES_DIMS = DIMS[:4]  # the dims that label one loss-vs-depth series
 START_DIMS = ("route", "init")  # how a student started: several per (series, depth, replicate) cell
 # What a record must hold to be read (older records lack student_groups and temperature: upgrade adds them).
 SCHEMA = {"variables": TOY_RUN.variables, "dims": TOY_RUN.dims}
-UNUSED = {"student_groups": 0, "temperature": math.nan, "route": "scratch", "init": 0}  # the size-1 coordinate of
-# a dim a run does not vary (and of a dim a record of an earlier version lacks)
+# the size-1 coordinate of a dim a run does not vary (and of a dim a record of an earlier version lacks)
+UNUSED = {"student_groups": 0, "temperature": math.nan, "route": "scratch", "init": 0}
 NO_TEMPERATURE = "NaN: an MSE run (no softmax, no temperature)"
 COORD_ATTRS = {
     "target": {"long_name": "teacher (target function) family"},
@@ -97,7 +97,8 @@ class RunResult(Protocol):
 
 
 def is_kl(ds: xr.Dataset) -> bool:
-    """Whether a toy run trained on the KL loss (its ``temperature`` coordinate then holds real temperatures)."""
+    """Whether a toy run trained on the KL loss (its ``temperature`` coordinate then holds real
+    temperatures)."""
     return ds.attrs.get("loss") == "kl"
 
 
@@ -128,7 +129,8 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
     shape = [len(values[d]) for d in dims]
 
     def index(spec):
-        labels = (spec.target, spec.scheme, spec.weight_groups, spec.temperature if kl else UNUSED["temperature"],
+        labels = (spec.target, spec.scheme, spec.weight_groups,
+                  spec.temperature if kl else UNUSED["temperature"],
                   spec.depth, spec.replicate, spec.route, spec.init, spec.length)
         return tuple(0 if d == "temperature" and not kl else values[d].index(v)
                      for d, v in zip(dims, labels, strict=True))
@@ -156,7 +158,8 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
     loss_units = "1" if not kl else "nat"
     coords = {d: (d, values[d], COORD_ATTRS[d]) for d in dims}
     coords |= {
-        "step": ("step", result.eval_steps, {"long_name": "optimiser step of the evaluation", "units": "steps"}),
+        "step": ("step", result.eval_steps,
+                 {"long_name": "optimiser step of the evaluation", "units": "steps"}),
         "eval_batch": ("eval_batch", list(range(n_batches)), {"long_name": "final test batch"}),
         "layer": ("layer", list(range(n_layers)), {"long_name": "layer index l of the trained student"}),
     }
@@ -170,8 +173,9 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
             "failed": (dims, failed, {"long_name": "1 if the student's loss or gradient became NaN/inf",
                                       "units": "1"}),
             "fail_reason": (dims, reasons.astype(str), {"long_name": "why the student failed", "units": "1"}),
-            "train_steps": (dims, trained, {"long_name": "optimiser steps the student trained (its length x budget x "
-                                                         "the run's steps; 0: no such student)", "units": "steps"}),
+            "train_steps": (dims, trained, {
+                "long_name": "optimiser steps the student trained (its length x budget x the run's steps; "
+                             "0: no such student)", "units": "steps"}),
         },
         coords=coords,
         attrs={**attrs, "loss": loss, "wall_time_s": f"{result.wall_time:.1f}", "device": result.device,
@@ -183,7 +187,8 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
         long_name, units = metric_labels[name]
         per_layer = per_student.ndim == len(dims) + 1
         ds[name] = (dims + (["layer"] if per_layer else []), per_student, {
-            "long_name": f"{long_name} (trained student{', mean over inputs' if per_layer else ''})", "units": units})
+            "long_name": f"{long_name} (trained student{', mean over inputs' if per_layer else ''})",
+            "units": units})
     return ds
 
 
@@ -223,27 +228,30 @@ def upgrade_run(ds: xr.Dataset, *, promote: bool = True) -> xr.Dataset:
 
 
 def trained_cells(ds: xr.Dataset) -> xr.DataArray:
-    """Which cells of a toy run hold a student (a route that does not train a depth leaves its cells empty)."""
+    """Which cells of a toy run hold a student (a route that does not train a depth leaves its cells
+    empty)."""
     if "train_steps" not in ds:  # a record of before the field: every cell trained
         return xr.ones_like(ds["failed"], dtype=bool)
     return ds["train_steps"] > 0
 
 
 def best_start(ds: xr.Dataset) -> xr.Dataset:
-    """The run with ``route`` and ``init`` reduced to one student per cell: the start whose full-length student
-    reached the lowest final loss (failed and absent students never; a cell with none keeps its first start).
-    Every length of a cell is that same student's; the coordinates ``route`` and ``init`` then say, per cell,
-    which start it was (:func:`upgrade_run` leaves the view as it is).  A run of one start keeps them as scalar
-    coordinates."""
+    """The run with ``route`` and ``init`` reduced to one student per cell: the start whose full-length
+    student reached the lowest final loss (failed and absent students never; a cell with none keeps its first
+    start).  Every length of a cell is that same student's; the coordinates ``route`` and ``init`` then say,
+    per cell, which start it was (:func:`upgrade_run` leaves the view as it is).  A run of one start keeps
+    them as scalar coordinates."""
     if "route" in ds.coords and "route" not in ds.dims:  # already one start per cell
         return ds
-    ds = upgrade_run(ds, promote=False)  # a record of an earlier version: the dims it lacks (selections stay)
+    # a record of an earlier version: the dims it lacks (selections stay)
+    ds = upgrade_run(ds, promote=False)
     if ds.sizes["route"] * ds.sizes["init"] == 1:
         return ds.isel(route=0, init=0)
     if "final_loss" not in ds:
-        raise ConfigError("best_start needs 'final_loss' to pick the best of several routes and inits; pass the whole "
-                          "toy-run record.")
-    full = ds["final_loss"].sel(length=ds["length"].max()).where(trained_cells(ds).sel(length=ds["length"].max()))
+        raise ConfigError("best_start needs 'final_loss' to pick the best of several routes and inits; "
+                          "pass the whole toy-run record.")
+    longest = ds["length"].max()
+    full = ds["final_loss"].sel(length=longest).where(trained_cells(ds).sel(length=longest))
     best = full.stack(start=START_DIMS).fillna(np.inf).argmin("start").reset_coords(drop=True)
     n_init = ds.sizes["init"]
     return ds.isel(route=best // n_init, init=best % n_init)
@@ -254,8 +262,8 @@ def checked_run(ds: xr.Dataset) -> xr.Dataset:
     missing = run_problems(ds)
     if missing:
         record = ds.attrs.get("store_record", "the dataset")
-        raise ConfigError(f"{record} is not a toy run this resflow can read: it lacks {', '.join(missing)}. Use "
-                          "the records `resflow run` writes (schema: docs/design/store.md).")
+        raise ConfigError(f"{record} is not a toy run this resflow can read: it lacks {', '.join(missing)}. "
+                          "Use the records `resflow run` writes (schema: docs/design/store.md).")
     return upgrade_run(ds)
 
 
@@ -282,8 +290,9 @@ def merge_runs(store: Store, records: Sequence[str | RecordInfo]) -> xr.Dataset:
             x, y = xr.align(datasets[i]["final_loss_batch"], datasets[j]["final_loss_batch"], join="inner")
             if x.size and bool((x.notnull() & y.notnull()).any()):
                 raise IncompatibleOptionsError(
-                    f"records {names[i]} and {names[j]} both hold losses for the same cells (same target, depth, "
-                    "replicate, ...); merge records of different cells, e.g. a sweep's cells or runs of other seeds.")
+                    f"records {names[i]} and {names[j]} both hold losses for the same cells (same target, "
+                    "depth, replicate, ...); merge records of different cells, e.g. a sweep's cells or runs "
+                    "of other seeds.")
     merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer",
                                   compat="no_conflicts")
     merged.attrs["merged_records"] = json.dumps(names)
@@ -305,4 +314,5 @@ def one_structure(ds: xr.Dataset, groups: int = 0) -> xr.Dataset:
     if groups not in have:
         raise ConfigError(f"the run has no students of student_groups={groups}; it has {have}.")
     one = ds.sel(student_groups=groups)
-    return one if is_kl(one) else one.isel(temperature=0)  # an MSE run: the unused temperature dim dropped too
+    # an MSE run: the unused temperature dim dropped too
+    return one if is_kl(one) else one.isel(temperature=0)

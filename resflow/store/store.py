@@ -47,7 +47,8 @@ __all__ = ["Store", "StoreError", "RecordInfo", "Leftover", "StoreReport", "STOR
 STORE_SCHEMA = "resflow-store"
 STORE_VERSION = 1
 MARKER = "resflow-store.json"
-KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")  # a kind's spelling; the kinds: resflow.records.kinds
+# a kind's spelling; the kinds: resflow.records.kinds
+KIND_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 Validator = Callable[[xr.Dataset], list[str]]  # a record -> what it lacks to be read as its kind
 TMP_PREFIX = ".tmp-"
 STALE_AFTER_S = 24 * 3600.0  # a leftover of a writer on another host is removed only when this old
@@ -106,7 +107,8 @@ class Store:
         marker = path / MARKER
         if not path.exists():
             if not create:
-                raise StoreError(f"no store at {str(path)!r}; create it by running an experiment with --out {path}.")
+                raise StoreError(f"no store at {str(path)!r}; "
+                                 f"create it by running an experiment with --out {path}.")
             path.mkdir(parents=True, exist_ok=True)
         if not path.is_dir():
             raise StoreError(f"{str(path)!r} is a file, not a store directory.")
@@ -115,14 +117,15 @@ class Store:
                        and not p.name.startswith(f".{MARKER}.")]  # a creator killed before linking the marker
             if foreign or not create:
                 raise StoreError(
-                    f"{str(path)!r} is not a resflow store (no {MARKER}); point to a store directory or a new, "
-                    "empty one."
+                    f"{str(path)!r} is not a resflow store (no {MARKER}); point to a store directory or a "
+                    "new, empty one."
                 )
             _write_marker(marker)
         try:
             meta = json.loads(marker.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"the store marker {marker} is corrupt ({exc}); the store cannot be trusted.") from None
+            raise StoreError(f"the store marker {marker} is corrupt ({exc}); "
+                             "the store cannot be trusted.") from None
         if not isinstance(meta, dict) or meta.get("schema") != STORE_SCHEMA:
             raise StoreError(f"{marker} does not describe a resflow store: {meta!r}.")
         if meta.get("version") != STORE_VERSION:
@@ -137,8 +140,8 @@ class Store:
 
     # ------------------------------------------------------------------ writing
     def write(self, ds: xr.Dataset, *, kind: Any, name: str) -> str:
-        """Write ``ds`` as a new record of ``kind`` (a :class:`resflow.records.RecordKind`, or its name) and return
-        its id (never overwrites)."""
+        """Write ``ds`` as a new record of ``kind`` (a :class:`resflow.records.RecordKind`, or its name) and
+        return its id (never overwrites)."""
         schema = getattr(kind, "schema", 1)
         kind = _kind_name(kind)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
@@ -161,7 +164,8 @@ class Store:
 
     # ------------------------------------------------------------------ reading
     def records(self, kind: Any = None, name: str | None = None) -> list[RecordInfo]:
-        """Finished records, oldest first, optionally filtered by kind (a record kind or its name) and name."""
+        """Finished records, oldest first, optionally filtered by kind (a record kind or its name) and
+        name."""
         kind = None if kind is None else _kind_name(kind)
         out = []
         for path in sorted((self.path / "runs").glob("*.zarr")):
@@ -194,7 +198,8 @@ class Store:
             with xr.open_zarr(info.path, consolidated=True) as ds:
                 return read(ds)
         except Exception as exc:  # zarr raises many types on damaged data
-            raise StoreError(f"record {info.id} is corrupt or unreadable ({type(exc).__name__}: {exc}).") from None
+            raise StoreError(f"record {info.id} is corrupt or unreadable "
+                             f"({type(exc).__name__}: {exc}).") from None
 
     def _info(self, record_id: str) -> RecordInfo:
         for info in self.records():
@@ -208,7 +213,8 @@ class Store:
         try:
             return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="scipy"), overwrite=False)
         except FileExistsError:
-            raise ConfigError(f"{str(path)!r} exists; choose a new file name (nothing is overwritten).") from None
+            raise ConfigError(f"{str(path)!r} exists; "
+                              "choose a new file name (nothing is overwritten).") from None
 
     # ------------------------------------------------------------------ maintenance
     def leftovers(self, *, stale_after_s: float = STALE_AFTER_S) -> list[Leftover]:
@@ -256,7 +262,8 @@ class Store:
         """Remove what killed writers left behind (:meth:`leftovers`, ``removable``); never a finished
         record, never a live writer's partial record.  With ``dry_run`` nothing is removed and the
         report lists what would be.  Records are not loaded (:meth:`check` does that)."""
-        report = StoreReport(records=len(self.records()), leftovers=self.leftovers(stale_after_s=stale_after_s))
+        report = StoreReport(records=len(self.records()),
+                             leftovers=self.leftovers(stale_after_s=stale_after_s))
         for left in report.leftovers:
             if not left.removable:
                 continue
@@ -277,7 +284,8 @@ class Store:
 
 def _write_marker(marker: Path) -> None:
     try:  # atomic create-if-absent: concurrent creators agree on one marker
-        atomic_write(marker, json.dumps({"schema": STORE_SCHEMA, "version": STORE_VERSION}) + "\n", overwrite=False)
+        atomic_write(marker, json.dumps({"schema": STORE_SCHEMA, "version": STORE_VERSION}) + "\n",
+                     overwrite=False)
     except FileExistsError:
         pass
 
@@ -303,8 +311,8 @@ def _kind_name(kind: Any) -> str:
     """A kind's name (``resflow.records.TOY_RUN`` -> ``"toy-run"``), its spelling checked."""
     name = getattr(kind, "name", kind)
     if not isinstance(name, str) or not KIND_PATTERN.fullmatch(name):
-        raise UnknownNameError(f"kind must be a record kind (resflow.records.RECORD_KINDS, e.g. TOY_RUN) or a name "
-                               f"of lower-case words joined by dashes; got {kind!r}.")
+        raise UnknownNameError(f"kind must be a record kind (resflow.records.RECORD_KINDS, e.g. TOY_RUN) "
+                               f"or a name of lower-case words joined by dashes; got {kind!r}.")
     return name
 
 

@@ -41,7 +41,8 @@ def new_run_dir(root: Path | str, prefix: str) -> Path:
     """
     root = Path(root)
     if root.exists() and not root.is_dir():
-        raise ConfigError(f"out must be a directory; {str(root)!r} exists and is a file. Choose another --out.")
+        raise ConfigError(f"out must be a directory; {str(root)!r} exists and is a file. "
+                          "Choose another --out.")
     root.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     for n in range(1000):
@@ -77,7 +78,8 @@ def run_lock(run_dir: Path | str) -> Iterator[None]:
                 if time.monotonic() > deadline:
                     holder = lock_holder(run_dir)[0] or "another process"
                     raise RunBusyError(f"the run {Path(run_dir).name} is in progress ({holder} holds "
-                                       f"{path}); wait for it to finish, or stop it and resume it then.") from None
+                                       f"{path}); wait for it to finish, or stop it and resume it "
+                                       "then.") from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}@{_host()}\n".encode())
@@ -117,7 +119,8 @@ def _host() -> str:
     records."""
     def read(path: str, default: str) -> str:
         try:
-            return os.readlink(path).strip("pid:[]") if path.startswith("/proc/self/ns") else Path(path).read_text()
+            return (os.readlink(path).strip("pid:[]") if path.startswith("/proc/self/ns")
+                    else Path(path).read_text())
         except OSError:
             return default
 

@@ -22,7 +22,8 @@ module              what it holds
 ``driver``          :func:`train`: the loop around the trainer (evaluations, checkpoints, resume)
 ``hidden``          hidden-state metrics of the trained students (fixed inputs, a metric function)
 ``continuation``    depth-doubling continuation: a deep student from a trained one of half its depth
-``routes``          :func:`train_routes`: students of several routes (scratch, smooth, continuation) in two runs
+``routes``          :func:`train_routes`: students of several routes (scratch, smooth, continuation)
+                    in two runs
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
 ``results``         :class:`TrainingResult` (a run per student; ``resflow.records`` labels it)
 ``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
@@ -58,9 +59,9 @@ from .teacher import TEACHER_FAMILIES, Teacher, TeacherConfig
 
 __all__ = [
     "teacher_built_student",
-    "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student", "student_block",
-    "student_forward", "student_logits", "student_steps", "mse_loss", "kl_loss", "TrainConfig", "lr_multiplier",
-    "student_lr",
+    "TEACHER_FAMILIES", "Teacher", "TeacherConfig", "StudentSpec", "layer_groups", "init_student",
+    "student_block", "student_forward", "student_logits", "student_steps", "mse_loss", "kl_loss",
+    "TrainConfig", "lr_multiplier", "student_lr",
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "BenchRow", "run_bench",
     "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
     "shared_schedule", "split_layers", "train_by_doubling", "ROUTES", "train_routes", "continuation_parent",

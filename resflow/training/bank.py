@@ -7,10 +7,10 @@ tokens only: :mod:`resflow.training.classes`); :meth:`StudentBank.layers` gives 
 per-layer views of any buffer with that layout (parameters, gradients, Adam moments, learning
 rates).  Initial values come from :func:`resflow.training.block.init_student`, one student at a time.
 
-A bank of group-structured students (:attr:`~resflow.training.block.StudentSpec.weight_groups`) keeps a copy of
-a shared weight in every layer of its group; :meth:`StudentBank.sum_shared_gradients` replaces each copy's gradient
-by the sum over the group's copies -- the gradient of the shared weight -- so copies that start
-equal stay equal under Adam (elementwise).
+A bank of group-structured students (:attr:`~resflow.training.block.StudentSpec.weight_groups`) keeps a
+copy of a shared weight in every layer of its group; :meth:`StudentBank.sum_shared_gradients` replaces
+each copy's gradient by the sum over the group's copies -- the gradient of the shared weight -- so copies
+that start equal stay equal under Adam (elementwise).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ __all__ = ["StudentBank"]
 class StudentBank:
     """Layout of the students of one scheme (no tensors of its own but the initial buffer)."""
 
-    def __init__(self, specs: list[StudentSpec], width: int, hidden: int, vocab: int, inputs: int = 0) -> None:
+    def __init__(self, specs: list[StudentSpec], width: int, hidden: int, vocab: int,
+                 inputs: int = 0) -> None:
         schemes = {s.scheme for s in specs}
         if len(schemes) != 1:
             raise ConfigError(f"a bank holds one scheme, got {sorted(schemes)}")
@@ -50,10 +51,12 @@ class StudentBank:
         self.embed_size = len(self.specs) * width * inputs
         self.size = sum(map(sum, self._layer_sizes)) + self.head_size + self.embed_size
         self.shares_weights = self.specs[0].weight_groups > 0
-        if self.shares_weights:  # the slots (layer l, student i), layer by layer, and the shared weight each copies
+        # the slots (layer l, student i), layer by layer, and the shared weight each copies
+        if self.shares_weights:
             names: dict[tuple[int, int], int] = {}
             groups = [layer_groups(s) for s in self.specs]
-            owners = [torch.tensor([names.setdefault((i, int(groups[i][layer])), len(names)) for i in range(count)])
+            owners = [torch.tensor([names.setdefault((i, int(groups[i][layer])), len(names))
+                                    for i in range(count)])
                       for layer, count in enumerate(self.counts)]  # layer l: the shared weight of each slot
             self._slot_owner = {torch.device("cpu"): owners}
             self._owners = len(names)
@@ -62,7 +65,8 @@ class StudentBank:
         return len(self.specs)
 
     def layers(self, flat: torch.Tensor) -> list[LayerParams]:
-        """Per-layer views ``W1 (n_l, s, h, d)``, ``b1 (n_l, s, h)``, ``W2 (n_l, s, d, h)`` of a flat buffer."""
+        """Per-layer views ``W1 (n_l, s, h, d)``, ``b1 (n_l, s, h)``, ``W2 (n_l, s, d, h)`` of a flat
+        buffer."""
         out, offset = [], 0
         s, h, d = self.stages, self.hidden, self.width
         for count, sizes in zip(self.counts, self._layer_sizes, strict=True):
@@ -82,13 +86,13 @@ class StudentBank:
 
     def initial_parameters(self, dtype: torch.dtype, given: Mapping[StudentSpec | str, dict] | None = None
                            ) -> torch.Tensor:
-        """The flat buffer of every student's :func:`~resflow.training.block.init_student` values (CPU), or of the
-        parameters ``given`` for a student (keyed by its spec or its repr; as
+        """The flat buffer of every student's :func:`~resflow.training.block.init_student` values (CPU), or
+        of the parameters ``given`` for a student (keyed by its spec or its repr; as
         :func:`~resflow.training.block.init_student` returns them)."""
         flat = torch.empty(self.size, dtype=dtype)
         layers = self.layers(flat)
-        given = {(k if isinstance(k, str) else repr(k)): v for k, v in (given or {}).items()}  # by repr: a NaN
-        # temperature never equals itself
+        # by repr: a NaN temperature never equals itself
+        given = {(k if isinstance(k, str) else repr(k)): v for k, v in (given or {}).items()}
         for i, spec in enumerate(self.specs):
             init = given.get(repr(spec)) or init_student(spec, self.width, self.hidden, self.vocab, dtype,
                                                          self.inputs)

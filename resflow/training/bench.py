@@ -58,7 +58,8 @@ class BenchCase:
         targets = ("independent", "tied")
         teachers = {(t, r): Teacher(t, width=self.width, depth=self.teacher_depth, seed=r) for t in targets
                     for r in range(self.replicates)}
-        specs = [StudentSpec(t, "euler", d, r) for t in targets for d in self.depths for r in range(self.replicates)]
+        specs = [StudentSpec(t, "euler", d, r) for t in targets for d in self.depths
+                 for r in range(self.replicates)]
         config = TrainConfig(steps=10**6, batch=self.batch, device=device, eval_every=10**6, eval_batches=1,
                              eval_batch_size=64)
         return specs, teachers, config
@@ -70,10 +71,10 @@ CASES = {
     "cpu-preset": BenchCase(name="cpu-preset", width=16, teacher_depth=32, depths=(2, 4, 8, 16), replicates=3,
                             batch=512, steps=20),
     # the study's shapes: width 32 (hidden 128), teacher 128, depths 6-48, batch 1024 (one replicate)
-    "study": BenchCase(name="study", width=32, teacher_depth=128, depths=(6, 12, 16, 24, 32, 48), replicates=1,
-                       batch=1024, steps=4),
-    # the cpu preset's step beside one busy process (a `while True: pass` started with the case): what a user's
-    # laptop sees; the engine's thread count follows the free cores (resflow.training.threads)
+    "study": BenchCase(name="study", width=32, teacher_depth=128, depths=(6, 12, 16, 24, 32, 48),
+                       replicates=1, batch=1024, steps=4),
+    # the cpu preset's step beside one busy process (a `while True: pass` started with the case): what a
+    # user's laptop sees; the engine's thread count follows the free cores (resflow.training.threads)
     "cpu-preset-loaded": BenchCase(name="cpu-preset-loaded", width=16, teacher_depth=32, depths=(2, 4, 8, 16),
                                    replicates=3, batch=512, steps=20, loaded=True, quiet="cpu-preset"),
 }
@@ -98,7 +99,8 @@ class BenchRow:
     steps_per_round: int
     device: str
     threads: int  # torch threads during the timed steps (the governor's choice, last round)
-    slowdown_vs_quiet: float | None = None  # a loaded case: its time over its quiet twin's, median over rounds
+    # a loaded case: its time over its quiet twin's, median over rounds
+    slowdown_vs_quiet: float | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -252,10 +254,11 @@ def run_bench(device: str = "auto", *, cases: tuple[str, ...] = tuple(CASES), ro
                 case=name, engine=engine, ms_per_step=statistics.median(per_round) * 1e3, gflops=flops / 1e9,
                 gflops_per_s=flops / statistics.median(per_round) / 1e9,
                 fraction_of_sgemm=statistics.median(fractions),
-                speedup_vs_loop=None if engine == "loop" or loop_ratio is None else statistics.median(loop_ratio),
+                speedup_vs_loop=(None if engine == "loop" or loop_ratio is None
+                                 else statistics.median(loop_ratio)),
                 peak_mem_mb=memory[(name, engine)], sgemm_gflops_per_s=statistics.median(sgemm),
-                students=len(trainer.order), rounds=rounds, steps_per_round=CASES[name].steps, device=str(dev),
-                threads=threads[name] if engine == "batched" else torch.get_num_threads(),
+                students=len(trainer.order), rounds=rounds, steps_per_round=CASES[name].steps,
+                device=str(dev), threads=threads[name] if engine == "batched" else torch.get_num_threads(),
                 slowdown_vs_quiet=None if slowdown is None else statistics.median(slowdown),
             ))
     return rows

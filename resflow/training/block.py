@@ -36,17 +36,18 @@ from ..dynamics.tableau import ButcherTableau, get_tableau
 from ..errors import ConfigError
 from ..noise import group_of
 
-__all__ = ["ROUTES", "StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student", "student_block",
-           "student_forward", "student_steps", "student_layer_steps", "student_logits", "mse_loss", "kl_loss",
-           "PARAMETER_NAMES", "teacher_built_student"]
+__all__ = ["ROUTES", "StudentSpec", "student_seed", "layer_groups", "first_layers", "init_student",
+           "student_block", "student_forward", "student_steps", "student_layer_steps", "student_logits",
+           "mse_loss", "kl_loss", "PARAMETER_NAMES", "teacher_built_student"]
 
 PARAMETER_NAMES = ("W1", "b1", "W2", "head")
 
-# The routes by which a student reaches its trained weights (docs/design/certification.md): each name once, here.
+# The routes by which a student reaches its trained weights (docs/design/certification.md): each name once,
+# here.
 ROUTES = {
     "scratch": "init_student's draw: W2 and head zero (the identity), W1 and b1 drawn layer by layer",
-    "continuation": "the run's trained scratch student of half the depth (same teacher, init and data), each layer "
-                    "split into two half steps (resflow.training.continuation.split_layers)",
+    "continuation": "the run's trained scratch student of half the depth (same teacher, init and data), "
+                    "each layer split into two half steps (resflow.training.continuation.split_layers)",
     "smooth": "as scratch, but every layer starts with layer 0's W1 and b1: constant along depth",
 }
 
@@ -104,26 +105,30 @@ class StudentSpec:
             raise ConfigError(f"route must be one of {', '.join(ROUTES)}; got {self.route!r}.")
         if isinstance(self.init, bool) or not isinstance(self.init, int) or self.init < 0:
             raise ConfigError(f"init must be the index (>= 0) of an initialisation; got {self.init!r}.")
-        if isinstance(self.weight_groups, bool) or not isinstance(self.weight_groups, int) or self.weight_groups < 0:
-            raise ConfigError(f"weight_groups must be 0 (every layer its own weights) or a number of weight groups "
-                              f">= 1; got {self.weight_groups!r}.")
-        if isinstance(self.budget, bool) or not isinstance(self.budget, int | float) or not 0 < self.budget <= 1:
+        if (isinstance(self.weight_groups, bool) or not isinstance(self.weight_groups, int)
+                or self.weight_groups < 0):
+            raise ConfigError("weight_groups must be 0 (every layer its own weights) "
+                              f"or a number of weight groups >= 1; got {self.weight_groups!r}.")
+        if (isinstance(self.budget, bool) or not isinstance(self.budget, int | float)
+                or not 0 < self.budget <= 1):
             raise ConfigError(f"budget must be a share of the run's steps in (0, 1]; got {self.budget!r}.")
 
     def canonical(self) -> StudentSpec:
-        """The student this one trains as: a group-structured student with at least as many groups as layers
-        has one layer per group -- it *is* the plain student, trained once (:func:`resflow.training.train`)."""
+        """The student this one trains as: a group-structured student with at least as many groups as
+        layers has one layer per group -- it *is* the plain student, trained once
+        (:func:`resflow.training.train`)."""
         return dataclasses.replace(self, weight_groups=0) if 0 < self.depth <= self.weight_groups else self
 
-    def __repr__(self) -> str:  # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
+    # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
+    def __repr__(self) -> str:
         left_out = {"weight_groups": 0, "budget": 1, "route": "scratch", "init": 0}
         fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
                   if not (f.name in left_out and getattr(self, f.name) == left_out[f.name])]
         return f"StudentSpec({', '.join(fields)})"
 
     def steps(self, run_steps: int) -> int:
-        """Optimiser steps this student trains in a run of ``run_steps``: ``length * budget * run_steps``, rounded
-        (0 means it cannot be trained)."""
+        """Optimiser steps this student trains in a run of ``run_steps``: ``length * budget * run_steps``,
+        rounded (0 means it cannot be trained)."""
         return round(self.length * self.budget * run_steps)
 
     def sort_key(self) -> tuple:
@@ -135,10 +140,11 @@ class StudentSpec:
 
 
 def student_seed(seed: int, scheme: str, depth: int, init: int = 0, route: str = "scratch") -> int:
-    """Initialisation seed of a student: depends on (replicate, scheme, depth, init, route) only, so students of
-    different targets, temperatures or lengths in one replicate start from the same weights.  Init 0 of the
-    scratch route has the seed of every earlier version."""
-    tag = f"resflow-student:{seed}:{scheme}:{depth}" + ("" if (init, route) == (0, "scratch") else f":{init}:{route}")
+    """Initialisation seed of a student: depends on (replicate, scheme, depth, init, route) only, so students
+    of different targets, temperatures or lengths in one replicate start from the same weights.  Init 0 of
+    the scratch route has the seed of every earlier version."""
+    tag = (f"resflow-student:{seed}:{scheme}:{depth}"
+           + ("" if (init, route) == (0, "scratch") else f":{init}:{route}"))
     return int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16)
 
 
@@ -174,10 +180,12 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     :func:`resflow.training.train_routes`) and is refused.
     """
     if spec.route == "continuation":
-        raise ConfigError("a continuation student starts from the trained student of half its depth, not from a "
-                          "draw: train it with resflow.training.train_routes (or give its initial parameters).")
+        raise ConfigError("a continuation student starts from the trained student of half its depth, "
+                          "not from a draw: train it with resflow.training.train_routes "
+                          "(or give its initial parameters).")
     stages = get_tableau(spec.scheme).stages
-    gen = torch.Generator().manual_seed(student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, spec.route))
+    gen = torch.Generator().manual_seed(
+        student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, spec.route))
     std = mlp_init_std(width, hidden)
     shapes = mlp_parameter_shapes(width, hidden)
     bound = {name: s * 3**0.5 for name, s in std.items()}
@@ -206,7 +214,8 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
 
 def student_block(y: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torch.Tensor,
                   tableau: ButcherTableau) -> torch.Tensor:
-    """One block: a unit RK step whose stage ``i`` is the MLP ``(W1[..., i, :, :], b1[..., i, :], W2[..., i, :, :])``.
+    """One block: a unit RK step whose stage ``i`` is the MLP
+    ``(W1[..., i, :, :], b1[..., i, :], W2[..., i, :, :])``.
 
     ``y`` is ``(..., batch, width)``; the parameters carry a stage axis before their matrix axes
     and may carry leading (student) axes that broadcast against ``y``'s.
@@ -228,23 +237,25 @@ def student_forward(params: dict[str, torch.Tensor], x: torch.Tensor, tableau: B
 
 
 def student_steps(params: dict[str, torch.Tensor], tableau: ButcherTableau) -> list:
-    """The student's layers as steps ``h -> next h`` (layer ``k``: :func:`student_block` with its weights), for
-    :mod:`resflow.probing.interventions`; ``run_steps(student_steps(p, t), rmsnorm(x))`` is
+    """The student's layers as steps ``h -> next h`` (layer ``k``: :func:`student_block` with its weights),
+    for :mod:`resflow.probing.interventions`; ``run_steps(student_steps(p, t), rmsnorm(x))`` is
     ``student_forward(p, x, t)``."""
     return [lambda h, k=k: student_block(h, params["W1"][k], params["b1"][k], params["W2"][k], tableau)
             for k in range(params["W1"].shape[0])]
 
 
-def student_layer_steps(params: dict[str, torch.Tensor], states: torch.Tensor, tableau: ButcherTableau) -> torch.Tensor:
+def student_layer_steps(params: dict[str, torch.Tensor], states: torch.Tensor,
+                        tableau: ButcherTableau) -> torch.Tensor:
     r"""Each layer of a student applied to its own input: layer :math:`l` to ``states[l]``, for
     :math:`l = 0..\ell-1` (``states`` ``(>= depth, batch, width)``, e.g. a teacher's states at matching
     times); shape ``(depth, batch, width)``."""
     depth = params["W1"].shape[0]
-    return torch.stack([student_block(states[layer], params["W1"][layer], params["b1"][layer], params["W2"][layer],
-                                      tableau) for layer in range(depth)])
+    return torch.stack([student_block(states[layer], params["W1"][layer], params["b1"][layer],
+                                      params["W2"][layer], tableau) for layer in range(depth)])
 
 
-def student_logits(h: torch.Tensor, head: torch.Tensor, temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
+def student_logits(h: torch.Tensor, head: torch.Tensor,
+                   temperature: float | torch.Tensor = 1.0) -> torch.Tensor:
     """Logits :math:`\\mathrm{head}(\\mathrm{rmsnorm}(h)) / T` (a learned head: ``T = 1``)."""
     return (rmsnorm(h) @ head.transpose(-1, -2)) / temperature
 
@@ -265,11 +276,11 @@ def kl_loss(logits: torch.Tensor, teacher_logp: torch.Tensor) -> torch.Tensor:
 
 def teacher_built_student(teacher, depth: int, groups: int) -> dict:
     """Parameters of a group-structured Euler student of ``depth`` layers built, untrained, from a grouped
-    teacher's own group fields: group ``g`` applies the teacher's field of group ``g`` ``depth / groups`` times
-    with its branch scaled so the group spans the same time (``teacher_depth / depth`` times the teacher's
-    step).  At ``depth`` = teacher depth it *is* the teacher; below, a coarser Euler discretisation of the same
-    piecewise flow -- what a group-structured student can reach without learning anything.  Needs
-    ``groups <= depth``."""
+    teacher's own group fields: group ``g`` applies the teacher's field of group ``g`` ``depth / groups``
+    times with its branch scaled so the group spans the same time (``teacher_depth / depth`` times the
+    teacher's step).  At ``depth`` = teacher depth it *is* the teacher; below, a coarser Euler
+    discretisation of the same piecewise flow -- what a group-structured student can reach without learning
+    anything.  Needs ``groups <= depth``."""
     stack = teacher.stack
     fields = list(stack.layers)
     first = first_layers(group_of(teacher.depth, groups)).tolist()

@@ -62,13 +62,16 @@ class HierarchyTargetConfig:
         return self.hierarchy.depth
 
     @classmethod
-    def from_spec(cls, spec: str, *, width: int, seed: int, hidden: int | None = None) -> HierarchyTargetConfig:
-        """Parse ``"rhm:L"`` or ``"rhm:L:v8:m4:c8:s2"`` (keys v, m, c, s: :func:`resflow._specs.parse_rhm_spec`)."""
+    def from_spec(cls, spec: str, *, width: int, seed: int,
+                  hidden: int | None = None) -> HierarchyTargetConfig:
+        """Parse ``"rhm:L"`` or ``"rhm:L:v8:m4:c8:s2"`` (keys v, m, c, s:
+        :func:`resflow._specs.parse_rhm_spec`)."""
         values = parse_rhm_spec(spec)
         inputs = values["branching"] ** values["depth"] * values["vocab"]
         if inputs > MAX_INPUTS:
-            raise ConfigError(f"target {spec!r}: its students would embed {inputs} one-hot inputs (tokens x vocab) "
-                              f"each, more than {MAX_INPUTS}; lower the hierarchy depth, the branching or the vocab.")
+            raise ConfigError(f"target {spec!r}: its students would embed {inputs} one-hot inputs "
+                              f"(tokens x vocab) each, more than {MAX_INPUTS}; "
+                              "lower the hierarchy depth, the branching or the vocab.")
         width = check_int("width", width, minimum=1)
         hidden = 4 * width if hidden is None else check_int("hidden", hidden, minimum=1)
         return cls(HierarchyConfig(seed=seed, **values), width, hidden)
@@ -103,14 +106,16 @@ def one_shape(grammars: list[HierarchyConfig]) -> tuple[int, int]:
     grammars of different shapes are refused."""
     shapes = {(g.vocab, g.classes) for g in grammars}
     if len(shapes) != 1:
-        raise ConfigError(f"the grammars of a run need one vocabulary (v) and number of classes (c), since the "
-                          f"students share their embedding and head shapes; got (v, c) = {sorted(shapes)}.")
+        raise ConfigError("the grammars of a run need one vocabulary (v) and number of classes (c), "
+                          "since the students share their embedding and head shapes; "
+                          f"got (v, c) = {sorted(shapes)}.")
     return shapes.pop()
 
 
 def fixed_sentences(target: HierarchyTarget, replicate: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``METRIC_BATCH`` sentences (and labels) of ``target`` that the students of ``replicate`` are measured on
-    after training (hidden-state metrics, accuracy, early exit): drawn from seed ``METRIC_SEED + replicate``."""
+    """The ``METRIC_BATCH`` sentences (and labels) of ``target`` that the students of ``replicate`` are
+    measured on after training (hidden-state metrics, accuracy, early exit): drawn from seed
+    ``METRIC_SEED + replicate``."""
     return target.rhm.sample(METRIC_BATCH, seed=METRIC_SEED + replicate)
 
 
@@ -118,7 +123,8 @@ def one_hot_inputs(tokens: torch.Tensor, vocab: int, positions: int, dtype: torc
     """Tokens ``(..., P)`` (long, ``PAD`` past an input's end) as one-hot codes ``(..., positions * vocab)``:
     position ``p`` holding token ``t`` sets entry ``p * vocab + t``; padding sets nothing."""
     if tokens.shape[-1] > positions:
-        raise ConfigError(f"inputs of {tokens.shape[-1]} tokens exceed the {positions} positions of the embedding.")
+        raise ConfigError(f"inputs of {tokens.shape[-1]} tokens exceed the {positions} positions "
+                          "of the embedding.")
     out = torch.zeros((*tokens.shape[:-1], positions * vocab), dtype=dtype, device=tokens.device)
     offsets = torch.arange(tokens.shape[-1], device=tokens.device) * vocab
     index = torch.where(tokens >= 0, tokens + offsets, positions * vocab)  # padding: one column past the end
@@ -128,13 +134,14 @@ def one_hot_inputs(tokens: torch.Tensor, vocab: int, positions: int, dtype: torc
 
 
 class ClassTargets:
-    """The engine's targets for ``loss="ce"`` (module docstring): per slot, the grammar, its inputs and labels.
-    A target kind (:mod:`resflow.training.targets`): students of tokens, embedded, read out by a learned head."""
+    """The engine's targets for ``loss="ce"`` (module docstring): per slot, the grammar, its inputs and
+    labels.  A target kind (:mod:`resflow.training.targets`): students of tokens, embedded, read out by a
+    learned head."""
 
     capturable = False  # its labels come from parsing on the host: no CUDA graph
 
-    def __init__(self, teachers: Mapping[Hashable, HierarchyTarget], specs: list[StudentSpec], replicates: list[int],
-                 device: torch.device) -> None:
+    def __init__(self, teachers: Mapping[Hashable, HierarchyTarget], specs: list[StudentSpec],
+                 replicates: list[int], device: torch.device) -> None:
         for key, target in teachers.items():
             if not isinstance(target, HierarchyTarget):
                 raise ConfigError(f"loss='ce' trains on classification targets ('rhm:L'); target {key!r} is "
@@ -167,8 +174,8 @@ class ClassTargets:
             target = self.teachers[key]
             labels, _ = target.rhm.parse(tokens[s, :, : target.n_tokens].cpu())
             if bool((labels < 0).any()):
-                raise ConfigError(f"slot {self.slots[s]}: tokens that the grammar does not parse; the data do not "
-                                  "come from this target.")
+                raise ConfigError(f"slot {self.slots[s]}: tokens that the grammar does not parse; "
+                                  "the data do not come from this target.")
             out.append(labels)
         return torch.stack(out).to(self.device)
 
@@ -179,7 +186,8 @@ class ClassTargets:
     def bind(self, banks: list, config) -> None:
         """Each bank's slots, and the banks (their embeddings)."""
         self.banks, self.dtype = banks, getattr(torch, config.dtype)
-        self.slot_index = [torch.tensor([self.slot_of(s, self.teachers) for s in bank.specs], device=self.device)
+        self.slot_index = [torch.tensor([self.slot_of(s, self.teachers) for s in bank.specs],
+                                        device=self.device)
                            for bank in banks]
 
     def first_states(self, x: torch.Tensor):
@@ -209,8 +217,8 @@ class ClassTargets:
         return self.outputs(self.final_states(tokens))
 
     def fixed_inputs(self) -> torch.Tensor:
-        """The fixed sentences trained students are measured on, (n_slots, METRIC_BATCH, P) on the CPU: each slot's
-        :func:`fixed_sentences`."""
+        """The fixed sentences trained students are measured on, (n_slots, METRIC_BATCH, P) on the CPU: each
+        slot's :func:`fixed_sentences`."""
         out = torch.full((len(self.slots), METRIC_BATCH, self.positions), PAD, dtype=torch.long)
         for s, (key, replicate) in enumerate(self.slots):
             target = self.teachers[key]
@@ -218,7 +226,8 @@ class ClassTargets:
         return out
 
     def sample(self, n: int, generators: list[torch.Generator]) -> torch.Tensor:
-        """Fresh tokens ``(n_slots, n, P)`` (CPU): each slot's from its own generator (``generators[slot]``)."""
+        """Fresh tokens ``(n_slots, n, P)`` (CPU): each slot's from its own generator
+        (``generators[slot]``)."""
         out = torch.full((len(self.slots), n, self.positions), PAD, dtype=torch.long)
         for s, key in enumerate(self.labels):
             target = self.teachers[key]
@@ -227,11 +236,11 @@ class ClassTargets:
 
 
 class HierarchyStreams:
-    """Training and evaluation tokens of every slot, each slot (target, replicate ``r``) from its own generators
-    seeded ``seed + r`` (training) and ``seed + r + EVAL_SEED_OFFSET`` (evaluation): a target's data do not
-    depend on which other targets share the run (a sweep cell draws what the batched run draws), targets of one
-    replicate are paired as the teachers' inputs are, and evaluation sentences never come from the training
-    stream; ``state()``/``load()`` checkpoint them."""
+    """Training and evaluation tokens of every slot, each slot (target, replicate ``r``) from its own
+    generators seeded ``seed + r`` (training) and ``seed + r + EVAL_SEED_OFFSET`` (evaluation): a target's
+    data do not depend on which other targets share the run (a sweep cell draws what the batched run
+    draws), targets of one replicate are paired as the teachers' inputs are, and evaluation sentences never
+    come from the training stream; ``state()``/``load()`` checkpoint them."""
 
     def __init__(self, seed: int, targets: ClassTargets, device: torch.device) -> None:
         self.targets, self.device = targets, device

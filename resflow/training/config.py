@@ -61,8 +61,8 @@ class TrainConfig:
     optimizer : OptimizerSettings or str
         The optimiser rule and its own settings (:mod:`resflow.training.optimizers`): :class:`Adam` (the
         study's; betas 0.9, 0.999) or :class:`Soap` (Adam in the eigenbasis of Shampoo's preconditioner,
-        :mod:`resflow.training.optimizers.soap`), or any registered rule; a name gives that rule's defaults.  On the
-        command line: ``--set train.optimizer.name=soap --set train.optimizer.beta2=0.99``.
+        :mod:`resflow.training.optimizers.soap`), or any registered rule; a name gives that rule's
+        defaults.  On the command line: ``--set train.optimizer.name=soap --set train.optimizer.beta2=0.99``.
     eval_every : int
         Steps between test-loss evaluations (loss curves).
     eval_batches, eval_batch_size : int
@@ -122,10 +122,12 @@ class TrainConfig:
                       for t in check_sequence("temperatures", self.temperatures, example="(0.1, 1.0)"))
         set_("temperatures", temps)
         if self.loss == "kl" and not temps:
-            raise ConfigError("loss='kl' needs at least one teacher temperature, e.g. temperatures=(0.1, 1.0).")
+            raise ConfigError("loss='kl' needs at least one teacher temperature, "
+                              "e.g. temperatures=(0.1, 1.0).")
         if self.loss == "ce" and (self.head != "learned" or not self.optimizer.token_students):
             raise ConfigError(f"loss='ce' students learn their head and embeddings, which the optimizer "
-                              f"{self.optimizer.name!r} does not lay out; set head='learned' and optimizer='adam'.")
+                              f"{self.optimizer.name!r} does not lay out; "
+                              "set head='learned' and optimizer='adam'.")
         for name in ("lr_base", "lr_scale"):
             set_(name, check_real(name, getattr(self, name), low=0.0, low_open=True))
         set_("constant_fraction", check_real("constant_fraction", self.constant_fraction, low=0.0, high=1.0))
@@ -141,11 +143,12 @@ class TrainConfig:
         teacher from a rough one (``docs/design/classroom.md``; :func:`resflow.train` shows it whole).
 
         Adam at a large learning rate, :math:`32 \\cdot 6\\times10^{-4}/\\sqrt\\ell`, constant for half of
-        3000 steps of batch 128, then a geometric decay to 1%; one evaluation, at the end, on two batches of 512.
-        With width-8 teachers of depth 16 and students of depths 1, 2, 4, 8 it gives, at seed 0, exponents
-        2.2 (tied) and 1.3 (independent) in about 6 s on one core -- far from the trained values (about 3 and
-        1), but already apart.  ``overrides`` replace fields; ``eval_every`` and ``checkpoint_every`` follow
-        ``steps`` unless given.  The demo :func:`resflow.demos.smooth_vs_rough` trains with it.
+        3000 steps of batch 128, then a geometric decay to 1%; one evaluation, at the end, on two batches
+        of 512.  With width-8 teachers of depth 16 and students of depths 1, 2, 4, 8 it gives, at seed 0,
+        exponents 2.2 (tied) and 1.3 (independent) in about 6 s on one core -- far from the trained values
+        (about 3 and 1), but already apart.  ``overrides`` replace fields; ``eval_every`` and
+        ``checkpoint_every`` follow ``steps`` unless given.  The demo :func:`resflow.demos.smooth_vs_rough`
+        trains with it.
         """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(overrides) - known)
@@ -158,34 +161,36 @@ class TrainConfig:
         return cls(**(recipe | overrides))
 
     def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes``, as ``--set train.KEY=VALUE`` gives them: ``optimizer.name`` picks a rule (its
-        defaults), ``optimizer.FIELD`` sets one of the rule's own fields."""
+        """A copy with ``changes``, as ``--set train.KEY=VALUE`` gives them: ``optimizer.name`` picks a rule
+        (its defaults), ``optimizer.FIELD`` sets one of the rule's own fields."""
         fields = {k.partition(".")[2]: changes.pop(k) for k in list(changes) if k.startswith("optimizer.")}
         optimizer = changes.pop("optimizer", self.optimizer)
         if fields:
             current = optimizer_settings(optimizer)
             name = fields.pop("name", current.name)
-            optimizer = optimizer_settings((current.items() if name == current.name else {"name": name}) | fields)
+            optimizer = optimizer_settings((current.items() if name == current.name else {"name": name})
+                                           | fields)
         return dataclasses.replace(self, optimizer=optimizer, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (run ids, checkpoint fingerprints, ``run.json``): the fields, with the optimiser's keys as
-        its rule writes them (:meth:`~resflow.training.optimizers.OptimizerSettings.train_keys`)."""
+        """Plain data (run ids, checkpoint fingerprints, ``run.json``): the fields, with the optimiser's keys
+        as its rule writes them (:meth:`~resflow.training.optimizers.OptimizerSettings.train_keys`)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "optimizer"}
         return out | self.optimizer.train_keys()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """The configuration :meth:`to_dict` gave (lists as tuples); the optimiser read by its rule, flat keys of
-        earlier versions included.  Unknown keys are refused."""
+        """The configuration :meth:`to_dict` gave (lists as tuples); the optimiser read by its rule, flat keys
+        of earlier versions included.  Unknown keys are refused."""
         data = dict(data)
         optimizer = data.pop("optimizer", "adam")
         if not isinstance(optimizer, dict):
             optimizer = optimizer_settings(optimizer).from_train_keys(data)
         known = {f.name for f in dataclasses.fields(cls)}
         if unknown := sorted(set(data) - known):
-            raise ConfigError(f"a saved TrainConfig has keys this resflow does not know: {', '.join(unknown)}; "
-                              "resume it with the resflow version that started it, or start a new run.")
+            raise ConfigError("a saved TrainConfig has keys this resflow does not know: "
+                              f"{', '.join(unknown)}; resume it with the resflow version that started it, "
+                              "or start a new run.")
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(optimizer=optimizer, **values)
 
@@ -194,24 +199,27 @@ class TrainConfig:
 
 
 def _legacy_optimizer(optimizer: Any, legacy: dict[str, Any]) -> OptimizerSettings:
-    """The optimiser settings of ``optimizer`` with the flat fields of resflow <= 0.4 folded in (a rule without
-    such a field ignores it, as those versions' Adam ignored SOAP's)."""
+    """The optimiser settings of ``optimizer`` with the flat fields of resflow <= 0.4 folded in (a rule
+    without such a field ignores it, as those versions' Adam ignored SOAP's)."""
     current = optimizer_settings(optimizer)
     known = {f.name for f in dataclasses.fields(current)}
-    fields = {LEGACY_OPTIMIZER_FIELDS[k]: v for k, v in legacy.items() if LEGACY_OPTIMIZER_FIELDS[k] in known}
+    fields = {LEGACY_OPTIMIZER_FIELDS[k]: v for k, v in legacy.items()
+              if LEGACY_OPTIMIZER_FIELDS[k] in known}
     return optimizer_settings(current.items() | fields)
 
 
 def _accepting_legacy_fields(cls: type) -> type:
-    """``TrainConfig(adam_beta1=0.95, ...)`` and ``config.adam_beta1`` keep working, with a DeprecationWarning."""
+    """``TrainConfig(adam_beta1=0.95, ...)`` and ``config.adam_beta1`` keep working, with a
+    DeprecationWarning."""
     init = cls.__init__
 
     @functools.wraps(init)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         legacy = {k: kwargs.pop(k) for k in list(kwargs) if k in LEGACY_OPTIMIZER_FIELDS}
         if legacy:
-            warnings.warn(f"TrainConfig({', '.join(legacy)}=...) is deprecated since resflow 0.5: give the optimiser's "
-                          "own settings, e.g. optimizer=Soap(beta1=0.95, beta2=0.95) (resflow.training.optimizers).",
+            warnings.warn(f"TrainConfig({', '.join(legacy)}=...) is deprecated since resflow 0.5: "
+                          "give the optimiser's own settings, e.g. optimizer=Soap(beta1=0.95, beta2=0.95) "
+                          "(resflow.training.optimizers).",
                           DeprecationWarning, stacklevel=2)
             kwargs["optimizer"] = _legacy_optimizer(kwargs.get("optimizer", "adam"), legacy)
         init(self, *args, **kwargs)

@@ -49,7 +49,8 @@ def train_by_doubling(specs: list[StudentSpec], teachers: Mapping[Hashable, Teac
     """
     depths = sorted({s.depth for s in specs})
     if any(b != 2 * a for a, b in zip(depths, depths[1:], strict=False)):
-        raise ConfigError(f"depth-doubling continuation needs depths that double (like 2, 4, 8, 16); got {depths}.")
+        raise ConfigError("depth-doubling continuation needs depths that double (like 2, 4, 8, 16); "
+                          f"got {depths}.")
 
     def counterpart(s: StudentSpec) -> StudentSpec:  # the same student at half the depth, whatever its budget
         return dataclasses.replace(s, depth=s.depth // 2, budget=1.0)

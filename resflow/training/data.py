@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET", "METRIC_BATCH", "METRIC_SEED", "metric_inputs"]
+__all__ = ["DataStream", "ReplicateStreams", "EVAL_SEED_OFFSET", "METRIC_BATCH", "METRIC_SEED",
+           "metric_inputs"]
 
 EVAL_SEED_OFFSET = 0x5EED
 METRIC_BATCH = 1024  # fixed inputs the hidden-state metrics of trained students are measured on
@@ -17,7 +18,8 @@ METRIC_SEED = 12345  # their seed (:mod:`resflow.training.hidden`)
 
 
 class DataStream:
-    """Training and evaluation batches of width ``width`` from ``seed``; ``state()``/``load()`` checkpoint it."""
+    """Training and evaluation batches of width ``width`` from ``seed``; ``state()``/``load()``
+    checkpoint it."""
 
     def __init__(self, seed: int, width: int, dtype: torch.dtype, device: torch.device) -> None:
         self.width, self.dtype, self.device = width, dtype, device
@@ -39,9 +41,11 @@ class DataStream:
 
 
 class ReplicateStreams:
-    """One :class:`DataStream` per replicate (seed ``seed + replicate``); batches are stacked ``(R, B, d)``."""
+    """One :class:`DataStream` per replicate (seed ``seed + replicate``); batches are stacked
+    ``(R, B, d)``."""
 
-    def __init__(self, seed: int, replicates: list[int], width: int, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(self, seed: int, replicates: list[int], width: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
         self.replicates = list(replicates)
         self.streams = [DataStream(seed + r, width, dtype, device) for r in self.replicates]
 

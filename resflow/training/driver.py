@@ -44,8 +44,8 @@ def train(
     """Train all ``specs`` against their teachers, batched (see the module docstring).
 
     Students that are the same model are trained once: a group-structured student with as many groups as
-    layers is the plain student (:meth:`~resflow.training.block.StudentSpec.canonical`); the result holds every
-    requested student.
+    layers is the plain student (:meth:`~resflow.training.block.StudentSpec.canonical`); the result holds
+    every requested student.
 
     Parameters
     ----------
@@ -87,7 +87,8 @@ def train(
 
     >>> import resflow
     >>> teachers = {t: resflow.Teacher(t, width=8, depth=16, seed=0) for t in ("tied", "independent")}
-    >>> students = [resflow.StudentSpec(t, "euler", depth, replicate=0) for t in teachers for depth in (1, 2, 4, 8)]
+    >>> DEPTHS = (1, 2, 4, 8)
+    >>> students = [resflow.StudentSpec(t, "euler", depth, replicate=0) for t in teachers for depth in DEPTHS]
     >>> result = resflow.train(students, teachers, resflow.TrainConfig.classroom(), seed=0)
     >>> alpha = {fit.target: fit.exponent for fit in resflow.fit_dataset(result)}
     >>> alpha["tied"] > alpha["independent"] + 0.5  # seed 0: 2.22 and 1.26 (trained: about 3 and 1)
@@ -121,7 +122,8 @@ def train(
     with trainer.precision(), trainer.threads:
         try:
             while state.step < config.steps:
-                if state.step % config.eval_every == 0 and (not state.eval_steps or state.eval_steps[-1] != state.step):
+                if (state.step % config.eval_every == 0
+                        and (not state.eval_steps or state.eval_steps[-1] != state.step)):
                     state.eval_steps.append(state.step)
                     state.history.append(evaluate())
                 state = trainer.step(state, *trainer.next_batch(state))

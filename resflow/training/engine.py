@@ -5,28 +5,29 @@ r"""The training engine: a state/step core (the driver loop is :mod:`resflow.tra
 teachers, per-element learning rates, scratch buffers).  Everything that changes is a
 :class:`~resflow.training.state.TrainState`:
 
-* ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.training.block.init_student`),
-  the optimiser's buffers (zeros, named by its rule), one data stream per replicate (seed ``seed + replicate``);
+* ``state = trainer.init(seed)`` -- initial parameters (:func:`~resflow.training.block.init_student`), the
+  optimiser's buffers (zeros, named by its rule), one data stream per replicate (seed
+  ``seed + replicate``);
 * ``state = trainer.step(state, *trainer.next_batch(state))`` -- one optimiser step of every student
   still training, by the rule of ``train.optimizer`` bound to each bank (:mod:`resflow.training.optimizers`);
   teachers evaluated once, ahead; fused forward/backward (:mod:`resflow.training.kernels`);
   a student whose loss or gradient is not finite is frozen and marked failed with the reason;
 * ``trainer.evaluate(state, x)`` -- per-student test loss on a batch per replicate.
 
-Students are grouped in banks by scheme, structure (plain, or weights shared within groups of
-layers: :meth:`~resflow.training.bank.StudentBank.sum_shared_gradients`), budget and training length; every
-student trains for its own number of steps (:meth:`~resflow.training.block.StudentSpec.steps`) with the schedule
-compressed to it, then stays frozen and is evaluated with the others at the end.  A bank of shorter
-copies (the lengths 1/4, 1/2 of the convergence verdict) is **forked** from the bank of the same
-students at full length: its schedule coincides with theirs for its first steps
+Students are grouped in banks by scheme, structure (plain, or weights shared within groups of layers:
+:meth:`~resflow.training.bank.StudentBank.sum_shared_gradients`), budget and training length; every student
+trains for its own number of steps (:meth:`~resflow.training.block.StudentSpec.steps`) with the schedule
+compressed to it, then stays frozen and is evaluated with the others at the end.  A bank of shorter copies
+(the lengths 1/4, 1/2 of the convergence verdict) is **forked** from the bank of the same students at full
+length: its schedule coincides with theirs for its first steps
 (:func:`~resflow.training.config.shared_schedule`: the constant phase), so it starts as a copy of their
-state (parameters and optimiser moments) at that step and trains only from there -- the same
-students, data and updates as copies trained from the start, for less work.
+state (parameters and optimiser moments) at that step and trains only from there -- the same students, data
+and updates as copies trained from the start, for less work.
 
 No global torch setting is changed for good: TF32 (``train.tf32`` on a GPU) is switched on for the training
 loop only (:meth:`Trainer.precision`) and restored after it, and on a CPU the torch thread count follows the
-cores the machine has free while ``with trainer.threads:`` is entered (:mod:`resflow.training.threads`), then
-goes back to what it was.
+cores the machine has free while ``with trainer.threads:`` is entered (:mod:`resflow.training.threads`),
+then goes back to what it was.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise IncompatibleOptionsError(f"device={device!r} but no CUDA device is available; use --device cpu or auto.")
+        raise IncompatibleOptionsError(f"device={device!r} but no CUDA device is available; "
+                                       "use --device cpu or auto.")
     return torch.device(device)
 
 
@@ -91,16 +93,19 @@ class Trainer:
             return s.scheme, s.weight_groups, -s.budget, -s.length
 
         keys = sorted({key(s) for s in specs})
-        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab, inputs) for g in keys]
+        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab, inputs)
+                      for g in keys]
         self.bank_steps = [bank.specs[0].steps(config.steps) for bank in self.banks]
         self.initial = {repr(k): v for k, v in (initial or {}).items()}  # given initial parameters, by repr
         self.bank_parent, self.bank_start = self._forks(config)
         self.order = [s for bank in self.banks for s in bank.specs]
         self.offsets = np.cumsum([0] + [len(b) for b in self.banks]).tolist()
         trains_head = config.loss == "kl" and config.head == "learned"
-        self.rules = [config.optimizer.bind(bank, heads=trains_head) for bank in self.banks]  # the optimiser, per bank
+        # the optimiser, per bank
+        self.rules = [config.optimizer.bind(bank, heads=trains_head) for bank in self.banks]
         self.lr = [bank.per_element([student_lr(s.depth, config) for s in bank.specs], self.dtype,
-                                    [student_lr(s.depth, config, head=True) for s in bank.specs]).to(self.device)
+                                    [student_lr(s.depth, config, head=True)
+                                     for s in bank.specs]).to(self.device)
                    for bank in self.banks]
         self.grads = [torch.zeros(bank.size, dtype=self.dtype, device=self.device) for bank in self.banks]
         self.work = [torch.empty_like(g) for g in self.grads]
@@ -120,18 +125,22 @@ class Trainer:
         return isinstance(self.targets, ClassTargets)
 
     def _forks(self, config: TrainConfig) -> tuple[list[int | None], list[int]]:
-        """For each bank, the longer bank it is forked from (None: trained from the start) and its first step."""
+        """For each bank, the longer bank it is forked from (None: trained from the start) and its first
+        step."""
         parents: list[int | None] = []
         starts: list[int] = []
         for k, bank in enumerate(self.banks):
             parent = None
-            for j in range(k):  # the longest earlier bank holding the same students (banks sort longest first)
+            # the longest earlier bank holding the same students (banks sort longest first)
+            for j in range(k):
                 other = self.banks[j]
                 if ([dataclasses.replace(s, length=other.specs[0].length) for s in bank.specs] == other.specs
-                        and all(self._same_start(a, b) for a, b in zip(bank.specs, other.specs, strict=True))):
+                        and all(self._same_start(a, b)
+                                for a, b in zip(bank.specs, other.specs, strict=True))):
                     parent = j
                     break
-            start = 0 if parent is None else shared_schedule(self.bank_steps[k], self.bank_steps[parent], config)
+            start = (0 if parent is None
+                     else shared_schedule(self.bank_steps[k], self.bank_steps[parent], config))
             parents.append(parent if start > 0 else None)
             starts.append(start)
         return parents, starts
@@ -157,9 +166,9 @@ class Trainer:
         return out
 
     def init(self, seed: int = 0) -> TrainState:
-        """Initial state: every student as :func:`~resflow.training.block.init_student` draws it (or as the trainer's
-        ``initial`` gives it, e.g. :func:`resflow.training.continuation.split_layers`), the optimiser's buffers at
-        zero, one data stream per replicate."""
+        """Initial state: every student as :func:`~resflow.training.block.init_student` draws it (or as the
+        trainer's ``initial`` gives it, e.g. :func:`resflow.training.continuation.split_layers`), the
+        optimiser's buffers at zero, one data stream per replicate."""
         params = [bank.initial_parameters(self.dtype, self.initial).to(self.device) for bank in self.banks]
         n = len(self.order)
         optimiser = [{name: torch.zeros(size, dtype=self.dtype, device=self.device)
@@ -190,10 +199,12 @@ class Trainer:
             self._views[key] = (self.banks[k].layers(flat), self.banks[k].head(flat))
         return self._views[key]
 
-    def _bank_loss(self, k: int, final: torch.Tensor, targets: dict, params: torch.Tensor, with_grad: bool):
-        """Per-student loss of bank ``k`` and its gradient with respect to the final states (the target kind's)."""
-        return self.targets.loss(k, final, targets, self._layers(k, params)[1], self._layers(k, self.grads[k])[1],
-                                 with_grad)
+    def _bank_loss(self, k: int, final: torch.Tensor, targets: dict, params: torch.Tensor,
+                   with_grad: bool):
+        """Per-student loss of bank ``k`` and its gradient with respect to the final states (the target
+        kind's)."""
+        return self.targets.loss(k, final, targets, self._layers(k, params)[1],
+                                 self._layers(k, self.grads[k])[1], with_grad)
 
     def next_batch(self, state: TrainState) -> tuple[torch.Tensor, torch.Tensor]:
         """The next training batch (R, B, d) -- one per replicate -- and its slots' teacher final states.
@@ -224,14 +235,16 @@ class Trainer:
                                  need_input=embedded is not None)
             if embedded is not None:
                 embed_backward(g_h0, *embedded, bank.embed(self.grads[k]))
-            bank.sum_shared_gradients(self.grads[k])  # shared weights: the summed gradient on all their copies
+            # shared weights: the summed gradient on all their copies
+            bank.sum_shared_gradients(self.grads[k])
             losses.append(loss)
         return losses
 
     def _first_states(self, x: torch.Tensor):
-        """``first(k, params) -> (h0, saved)``: bank ``k``'s first states on the batch ``x`` (the target kind's:
-        ``rmsnorm(x)`` of each student's replicate, saved None; or for students of tokens their embedding of their
-        slot's inputs, saved: what :func:`~resflow.training.kernels.embed_backward` needs)."""
+        """``first(k, params) -> (h0, saved)``: bank ``k``'s first states on the batch ``x`` (the target
+        kind's: ``rmsnorm(x)`` of each student's replicate, saved None; or for students of tokens their
+        embedding of their slot's inputs, saved: what :func:`~resflow.training.kernels.embed_backward`
+        needs)."""
         return self.targets.first_states(x)
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor | None = None) -> TrainState:
@@ -243,7 +256,8 @@ class Trainer:
         banks = self.active(state.step)
         if finals is None:
             finals = self.targets.final_states(x)
-        scalars = [self.rules[k].scalars(state.step, lr_multiplier(state.step, self.config, self.bank_steps[k]))
+        scalars = [self.rules[k].scalars(state.step,
+                                         lr_multiplier(state.step, self.config, self.bank_steps[k]))
                    for k in banks]
         if self.graphs is not None and self.graphs.ready(state):
             losses = self.graphs.step(state, x, finals, banks, scalars)
@@ -264,8 +278,8 @@ class Trainer:
         return self.lr[k] if mask is None else mask
 
     def update(self, state: TrainState, banks: list[int], scalars: list[tuple]) -> None:
-        """The optimiser step of ``banks`` from the gradients :meth:`gradients` wrote (``scalars``: each bank's
-        rule's numbers for this step)."""
+        """The optimiser step of ``banks`` from the gradients :meth:`gradients` wrote (``scalars``: each
+        bank's rule's numbers for this step)."""
         for k, numbers in zip(banks, scalars, strict=True):
             self.rules[k].apply(state.params[k], self.grads[k], state.optimiser[k], self.lr_of(state, k),
                                 self.work[k], numbers, state.step)
@@ -294,8 +308,10 @@ class Trainer:
         frozen = state.failed[offset:offset + len(bank)]
         if frozen.any():
             mask = bank.per_element((~frozen).double().tolist(), self.dtype).to(self.device).bool()
-            # the state's, not the trainer's (the trainer never changes); exactly 0 even where a rate is not finite
-            state.frozen_lr[k] = torch.where(mask, self.lr[k], torch.zeros((), dtype=self.dtype, device=self.device))
+            # the state's, not the trainer's (the trainer never changes);
+            # exactly 0 even where a rate is not finite
+            state.frozen_lr[k] = torch.where(mask, self.lr[k], torch.zeros(
+                (), dtype=self.dtype, device=self.device))
             torch.where(mask, grads, torch.zeros((), dtype=grads.dtype, device=grads.device), out=grads)
         return not bool(frozen.any())
 
@@ -306,13 +322,15 @@ class Trainer:
         first = self._first_states(x)
         out = []
         for k, bank in enumerate(self.banks):
-            final, _ = bank_forward(first(k, state.params[k])[0], self._layers(k, state.params[k])[0], bank.a, bank.b)
+            final, _ = bank_forward(first(k, state.params[k])[0], self._layers(k, state.params[k])[0],
+                                    bank.a, bank.b)
             out.append(self._bank_loss(k, final, targets, state.params[k], with_grad=False)[0])
         values = torch.cat(out).double().cpu()
         values[state.failed] = math.nan
         for k in self._unforked(state):  # its students are still the parent's (failures included)
             parent = self.bank_parent[k]
-            values[self.offsets[k]:self.offsets[k + 1]] = values[self.offsets[parent]:self.offsets[parent + 1]]
+            values[self.offsets[k]:self.offsets[k + 1]] = (
+                values[self.offsets[parent]:self.offsets[parent + 1]])
         return values
 
     def _unforked(self, state: TrainState) -> list[int]:
@@ -329,20 +347,22 @@ class Trainer:
         return k
 
     def student_parameters(self, state: TrainState, index: int) -> dict[str, torch.Tensor]:
-        """The parameters of student ``index`` (trainer order), as :func:`~resflow.training.block.init_student`
-        gives them."""
+        """The parameters of student ``index`` (trainer order), as
+        :func:`~resflow.training.block.init_student` gives them."""
         k = int(np.searchsorted(self.offsets, index, side="right")) - 1
         source = self._source(state, k)
         return self.banks[k].student_parameters(state.params[source], index - self.offsets[k])
 
     @torch.no_grad()
     def hidden_states(self, state: TrainState, x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
-        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d), (depth + 1, B, d);
-        students of tokens on their slot's sentences of ``x`` (n_slots, B, P) (:mod:`resflow.training.hidden`)."""
+        """``(index, states)`` for every student: its states :math:`h_0..h_\\ell` on ``x`` (B, d),
+        (depth + 1, B, d); students of tokens on their slot's sentences of ``x`` (n_slots, B, P)
+        (:mod:`resflow.training.hidden`)."""
         first = self._first_states(self.targets.states_inputs(x))
         for k, bank in enumerate(self.banks):
             source = self._source(state, k)
-            _, _, states = bank_forward(first(k, state.params[source])[0], self._layers(k, state.params[source])[0],
+            _, _, states = bank_forward(first(k, state.params[source])[0],
+                                        self._layers(k, state.params[source])[0],
                                         bank.a, bank.b, return_states=True)
             for i, spec in enumerate(bank.specs):
                 yield self.offsets[k] + i, torch.stack([states[layer][i] for layer in range(spec.depth + 1)])

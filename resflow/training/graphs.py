@@ -27,7 +27,8 @@ WARMUP = 3  # eager steps before the capture (and warm-up replays on a side stre
 
 
 class StepParts(Protocol):
-    """The public step interface of a trainer (:class:`~resflow.training.engine.Trainer`) that the graphs capture."""
+    """The public step interface of a trainer (:class:`~resflow.training.engine.Trainer`) that the graphs
+    capture."""
 
     device: torch.device
     dtype: torch.dtype
@@ -65,8 +66,8 @@ class StepGraphs:
 
         def update(params, optimiser):
             for j, k in enumerate(banks):
-                trainer.rules[k].apply(params[k], trainer.grads[k], optimiser[k], trainer.lr[k], trainer.work[k],
-                                       self.scalars[j], state.step)
+                trainer.rules[k].apply(params[k], trainer.grads[k], optimiser[k], trainer.lr[k],
+                                       trainer.work[k], self.scalars[j], state.step)
 
         side = torch.cuda.Stream(device=device)
         side.wait_stream(torch.cuda.current_stream(device))
@@ -85,7 +86,8 @@ class StepGraphs:
 
     @staticmethod
     def _key(state: TrainState, banks: list[int]) -> tuple:
-        return tuple(banks), tuple(t.data_ptr() for k in range(len(state.params)) for t in state.bank_buffers(k))
+        return tuple(banks), tuple(t.data_ptr() for k in range(len(state.params))
+                                   for t in state.bank_buffers(k))
 
     def step(self, state: TrainState, x: torch.Tensor, finals: torch.Tensor, banks: list[int],
              scalars: list[tuple]) -> list[torch.Tensor]:
@@ -112,8 +114,8 @@ class StepGraphs:
 
 @contextlib.contextmanager
 def tf32_matmuls(enabled: bool) -> Iterator[None]:
-    """CUDA matmuls in TF32 for the duration of the block when ``enabled``; the previous setting restored after
-    (no global torch setting outlives a training loop)."""
+    """CUDA matmuls in TF32 for the duration of the block when ``enabled``; the previous setting restored
+    after (no global torch setting outlives a training loop)."""
     if not enabled:
         yield
         return

@@ -1,4 +1,5 @@
-"""Hidden-state metrics of trained students: every student's states on fixed inputs, through a metric function.
+"""Hidden-state metrics of trained students: every student's states on fixed inputs, through a metric
+function.
 
 The engine calls :func:`hidden_metrics` once, after training; the metric function comes from above
 (:func:`resflow.analysis.state_signature` in ``resflow run``), so this package knows no metric.
@@ -26,8 +27,8 @@ StateMetrics = Callable[[torch.Tensor], dict[str, torch.Tensor]]
 
 
 def hidden_metrics(trainer: Trainer, state: TrainState, metrics: StateMetrics) -> dict[str, np.ndarray]:
-    """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to ``max_depth + 1``;
-    a metric with one value per student (0-d) is kept as ``(n_students,)``."""
+    """Per-layer means of ``metrics`` of every trained student (trainer order), NaN-padded to
+    ``max_depth + 1``; a metric with one value per student (0-d) is kept as ``(n_students,)``."""
     max_depth = max(s.depth for s in trainer.order)
     # the target kind's: Gaussian inputs (:func:`metric_inputs`), or its grammars' fixed sentences
     x = trainer.targets.fixed_inputs().to(trainer.device)

@@ -68,8 +68,8 @@ class HierarchyConfig:
             if symbols * self.synonyms > tuples:
                 raise ConfigError(
                     f"{name} x synonyms = {symbols} x {self.synonyms} rules exceed the {tuples} distinct "
-                    f"{self.branching}-tuples of {self.vocab} symbols, so the rules cannot be unambiguous; lower "
-                    "synonyms or raise vocab or branching.")
+                    f"{self.branching}-tuples of {self.vocab} symbols, so the rules cannot be unambiguous; "
+                    "lower synonyms or raise vocab or branching.")
         if self.branching ** self.depth > MAX_TOKENS:
             raise ConfigError(f"branching^depth = {self.branching}^{self.depth} tokens per input exceeds "
                               f"{MAX_TOKENS}; lower depth or branching.")
@@ -127,7 +127,8 @@ class RandomHierarchyModel:
         """Invert the rules bottom-up: ``(labels, levels parsed)``; a label is -1 where the tokens
         are not a sentence of this grammar.  For sampled tokens, levels parsed = the depth :math:`K`."""
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
-            raise ConfigError("tokens must be a 2-D LongTensor (batch, branching^depth), as sample() returns.")
+            raise ConfigError("tokens must be a 2-D LongTensor (batch, branching^depth), "
+                              "as sample() returns.")
         v, s = self.config.vocab, self.config.branching
         weights = torch.tensor([v ** (s - 1 - j) for j in range(s)])
         symbols, levels = tokens.clone(), 0

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Stage", "LayerParams", "rms_forward", "rms_backward", "block_forward", "block_backward",
-           "bank_forward", "bank_backward", "mse_head", "kl_head", "ce_head", "embed_forward", "embed_backward"]
+           "bank_forward", "bank_backward", "mse_head", "kl_head", "ce_head", "embed_forward",
+           "embed_backward"]
 
 
 @dataclass
@@ -45,7 +46,8 @@ class Stage:
 
 @dataclass
 class LayerParams:
-    """One layer's parameters (or gradients) of the ``n_l`` students deeper than it: views into a flat buffer."""
+    """One layer's parameters (or gradients) of the ``n_l`` students deeper than it: views into a flat
+    buffer."""
 
     W1: torch.Tensor  # (n_l, stages, h, d)
     b1: torch.Tensor  # (n_l, stages, h)
@@ -72,7 +74,8 @@ def _stage_forward(y: torch.Tensor, W1: torch.Tensor, b1: torch.Tensor, W2: torc
         xn, r = torch.nn.functional.rms_norm(y, (y.shape[-1],)), None
     act = torch.baddbmm(b1.unsqueeze(1), xn, W1.transpose(1, 2)).clamp_min_(0.0)
     sq = act * act if save else act.square_()
-    k = torch.bmm(sq, W2.transpose(1, 2)) if residual is None else torch.baddbmm(residual, sq, W2.transpose(1, 2))
+    k = (torch.bmm(sq, W2.transpose(1, 2)) if residual is None
+         else torch.baddbmm(residual, sq, W2.transpose(1, 2)))
     return k, (Stage(xn, r, act, sq) if save else None)
 
 
@@ -109,8 +112,8 @@ def _stage_backward(gk: torch.Tensor, W1: torch.Tensor, W2: torch.Tensor, stage:
     return rms_backward(torch.bmm(gp, W1).mul_(2.0), stage.xn, stage.r)
 
 
-def block_backward(g: torch.Tensor, p: LayerParams, grads: LayerParams, a: tuple, b: tuple, saved: list[Stage],
-                   need_input: bool = True) -> torch.Tensor | None:
+def block_backward(g: torch.Tensor, p: LayerParams, grads: LayerParams, a: tuple, b: tuple,
+                   saved: list[Stage], need_input: bool = True) -> torch.Tensor | None:
     """Backward of :func:`block_forward`: writes the parameter gradients into ``grads`` and returns the
     gradient with respect to the block's input (None when ``need_input`` is False)."""
     s = len(b)
@@ -157,8 +160,8 @@ def bank_forward(h0: torch.Tensor, layers: list[LayerParams], a: tuple, b: tuple
     return (final, saved, states) if return_states else (final, saved)
 
 
-def bank_backward(g_final: torch.Tensor, layers: list[LayerParams], grads: list[LayerParams], a: tuple, b: tuple,
-                  saved: list[list[Stage]], need_input: bool = False) -> torch.Tensor | None:
+def bank_backward(g_final: torch.Tensor, layers: list[LayerParams], grads: list[LayerParams], a: tuple,
+                  b: tuple, saved: list[list[Stage]], need_input: bool = False) -> torch.Tensor | None:
     """Backward of :func:`bank_forward` from the gradient of the final states ``(n, B, d)``; with
     ``need_input``, returns the gradient with respect to the first states ``h0`` (n, B, d)."""
     g = g_final[: layers[-1].W1.shape[0]]
@@ -166,11 +169,13 @@ def bank_backward(g_final: torch.Tensor, layers: list[LayerParams], grads: list[
         count = layers[layer].W1.shape[0]
         if count > g.shape[0]:  # students whose last layer is this one join here
             g = torch.cat([g, g_final[g.shape[0]:count]])
-        g = block_backward(g, layers[layer], grads[layer], a, b, saved[layer], need_input=layer > 0 or need_input)
+        g = block_backward(g, layers[layer], grads[layer], a, b, saved[layer],
+                           need_input=layer > 0 or need_input)
     return g if need_input else None
 
 
-def embed_forward(inputs: torch.Tensor, embed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def embed_forward(inputs: torch.Tensor,
+                  embed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """First states of students with a token embedding: ``h0 = rmsnorm(inputs @ embed^T)``.
 
     ``inputs`` (n, B, I) are one-hot codes of the tokens (:func:`resflow.training.classes.one_hot_inputs`:

@@ -1,4 +1,5 @@
-"""The per-student reference loop: each student trained on its own, with autograd and a ``torch.optim`` optimiser.
+"""The per-student reference loop: each student trained on its own, with autograd and a ``torch.optim``
+optimiser.
 
 The plain way to train the students of :mod:`resflow.training.block`: one student at a time, its
 forward through :func:`~resflow.training.block.student_forward`, its loss through
@@ -63,17 +64,19 @@ class ReferenceLoop:
         self.width, hidden, vocab = any_teacher.width, any_teacher.config.hidden, any_teacher.config.vocab
         self.temperatures = sorted(set(config.temperatures))
         self.replicates = sorted({s.replicate for s in specs})
-        self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl", self.dtype,
-                               self.device)
+        self.targets = Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl",
+                               self.dtype, self.device)
         self.order = sorted(specs, key=StudentSpec.sort_key)
         self.slots = [self.targets.slot_of(s, teachers) for s in self.order]
         self.students = []
         for spec in self.order:
             init = init_student(spec, self.width, hidden, vocab, self.dtype)
             groups = layer_groups(spec)
-            if groups is not None:  # one leaf per shared weight: (groups, ...), indexed by layer in the forward
+            # one leaf per shared weight: (groups, ...), indexed by layer in the forward
+            if groups is not None:
                 init.update({k: init[k][first_layers(groups)] for k in ("W1", "b1", "W2")})
-            if config.optimizer.per_matrix_reference:  # a leaf per matrix (and bias vector), stacked in the forward
+            # a leaf per matrix (and bias vector), stacked in the forward
+            if config.optimizer.per_matrix_reference:
                 leaves = {k: [[v[i, j].to(self.device).requires_grad_(True) for j in range(v.shape[1])]
                               for i in range(v.shape[0])] for k, v in init.items() if k != "head"}
                 leaves["head"] = init["head"].to(self.device).requires_grad_(True)

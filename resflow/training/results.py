@@ -67,7 +67,8 @@ class TrainingResult:
 
     Examples
     --------
-    The final loss of every student, by spec, and the depth exponents of the run (:func:`resflow.fit_dataset`)::
+    The final loss of every student, by spec, and the depth exponents of the run
+    (:func:`resflow.fit_dataset`)::
 
         final = dict(zip(result.specs, result.test_loss[:, -1]))
         fits = resflow.fit_dataset(result)
@@ -89,8 +90,9 @@ class TrainingResult:
     seed: int | None = None
 
     def to_dataset(self, *, metric_labels: dict[str, tuple[str, str]] | None = None) -> xr.Dataset:
-        """The result on named dimensions, as a ``toy-run`` record holds it (:func:`resflow.records.build_dataset`),
-        with the run's loss, its teacher depth and provenance in the attrs: what :func:`resflow.fit_dataset` fits.
+        """The result on named dimensions, as a ``toy-run`` record holds it
+        (:func:`resflow.records.build_dataset`), with the run's loss, its teacher depth and provenance in the
+        attrs: what :func:`resflow.fit_dataset` fits.
 
         ``metric_labels`` maps hidden-state metrics to ``(long_name, units)`` (e.g.
         :data:`resflow.analysis.METRIC_LABELS`); metrics without one are left out.
@@ -99,14 +101,16 @@ class TrainingResult:
         from ..records import build_dataset
 
         if self.config is None:
-            raise ConfigError("to_dataset needs the run's TrainConfig to label its losses; this TrainingResult has "
-                              "config=None. Use the result resflow.train returns, or pass config=TrainConfig(...).")
+            raise ConfigError("to_dataset needs the run's TrainConfig to label its losses; "
+                              "this TrainingResult has config=None. "
+                              "Use the result resflow.train returns, or pass config=TrainConfig(...).")
         described = {"train": self.config.to_dict()}
         if math.isfinite(self.teacher_depth):
             described["teacher_depth"] = self.teacher_depth
         attrs = provenance(described, seed=self.seed, device=self.device)
         targets = list(dict.fromkeys(s.target for s in self.specs))
-        return build_dataset(self, loss=self.config.loss, targets=targets, attrs=attrs, metric_labels=metric_labels)
+        return build_dataset(self, loss=self.config.loss, targets=targets, attrs=attrs,
+                             metric_labels=metric_labels)
 
     def for_specs(self, requested: list[StudentSpec]) -> TrainingResult:
         """This result for the students ``requested``, in that order, each holding the values (loss curves,
@@ -123,11 +127,13 @@ class TrainingResult:
         extra = dict(self.extra)
         if "parameters" in extra:
             parameters = {repr(s): v for s, v in extra["parameters"].items()}
-            extra["parameters"] = {s: parameters[repr(self.specs[i])] for s, i in zip(requested, rows, strict=True)}
+            extra["parameters"] = {s: parameters[repr(self.specs[i])]
+                                   for s, i in zip(requested, rows, strict=True)}
         return TrainingResult(
             specs=list(requested), eval_steps=self.eval_steps, test_loss=self.test_loss[rows],
             final_batches=self.final_batches[rows], failed=self.failed[rows],
-            fail_reason=[self.fail_reason[i] for i in rows], hidden={k: v[rows] for k, v in self.hidden.items()},
+            fail_reason=[self.fail_reason[i] for i in rows],
+            hidden={k: v[rows] for k, v in self.hidden.items()},
             wall_time=self.wall_time, device=self.device, steps_done=self.steps_done, extra=extra,
             config=self.config, teacher_depth=self.teacher_depth, seed=self.seed)
 
@@ -155,8 +161,10 @@ def concatenate_results(parts: Sequence[TrainingResult]) -> TrainingResult:
         specs=[s for p in parts for s in p.specs], eval_steps=first.eval_steps,
         test_loss=np.concatenate([p.test_loss for p in parts]),
         final_batches=np.concatenate([p.final_batches for p in parts]),
-        failed=np.concatenate([p.failed for p in parts]), fail_reason=[m for p in parts for m in p.fail_reason],
+        failed=np.concatenate([p.failed for p in parts]),
+        fail_reason=[m for p in parts for m in p.fail_reason],
         hidden=hidden, wall_time=sum(p.wall_time for p in parts), device=first.device,
         steps_done=min(p.steps_done for p in parts), extra=extra, config=first.config,
-        teacher_depth=first.teacher_depth if all(p.teacher_depth == first.teacher_depth for p in parts) else math.inf,
+        teacher_depth=(first.teacher_depth if all(p.teacher_depth == first.teacher_depth for p in parts)
+                       else math.inf),
         seed=first.seed)

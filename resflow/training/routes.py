@@ -40,9 +40,9 @@ def _without_budget(spec: StudentSpec) -> StudentSpec:
 
 
 def continuation_parent(spec: StudentSpec, candidates: list[StudentSpec]) -> StudentSpec:
-    """The student a continuation student starts from: among ``candidates``, the full-length ``scratch`` student
-    of half its depth with the same target, scheme, replicate, temperature, structure and init (whatever its
-    budget).  A clear error when the run has none."""
+    """The student a continuation student starts from: among ``candidates``, the full-length ``scratch``
+    student of half its depth with the same target, scheme, replicate, temperature, structure and init
+    (whatever its budget).  A clear error when the run has none."""
     want = dataclasses.replace(spec, route="scratch", depth=spec.depth // 2, length=1.0, budget=1.0)
     if spec.depth % 2 == 0:
         for other in candidates:
@@ -86,7 +86,8 @@ def train_routes(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher],
 
     directory = stage_dir(STAGE_DIRS[0]) if later else (None if run_dir is None else Path(run_dir))
     result = train(first, teachers, config, seed=seed, run_dir=directory, resume=resumable(directory),
-                   progress=staged(0), stop_after=stop_after, state_metrics=state_metrics, keep_parameters=True)
+                   progress=staged(0), stop_after=stop_after, state_metrics=state_metrics,
+                   keep_parameters=True)
     result.extra["stage_wall_times"] = {STAGE_DIRS[0]: result.wall_time}
     if not later or result.steps_done < config.steps:
         return result

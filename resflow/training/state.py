@@ -36,10 +36,10 @@ CHECKPOINT_NAME = "checkpoint.pt"
 class TrainState:
     """Everything that changes while training (see the module docstring).
 
-    ``params`` holds one flat buffer per bank (:class:`~resflow.training.bank.StudentBank`), ``optimiser`` each
-    bank's optimiser buffers by the names its rule gives them (Adam: ``m``, ``v``; SOAP adds ``factors`` and
-    ``bases``, :mod:`resflow.training.optimizers`); ``data`` the replicates' data streams; ``pending`` the
-    batches drawn ahead with their teacher outputs;
+    ``params`` holds one flat buffer per bank (:class:`~resflow.training.bank.StudentBank`), ``optimiser``
+    each bank's optimiser buffers by the names its rule gives them (Adam: ``m``, ``v``; SOAP adds
+    ``factors`` and ``bases``, :mod:`resflow.training.optimizers`); ``data`` the replicates' data streams;
+    ``pending`` the batches drawn ahead with their teacher outputs;
     ``failed``/``reasons`` are in the trainer's student order; ``history`` has one row of test
     losses per entry of ``eval_steps``.
     """
@@ -52,7 +52,8 @@ class TrainState:
     reasons: list[str]
     eval_steps: list[int] = field(default_factory=list)
     history: list[np.ndarray] = field(default_factory=list)
-    pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)  # (x, teacher finals) drawn ahead
+    # (x, teacher finals) drawn ahead
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     last_loss: torch.Tensor | None = None  # per-student training loss of the last step (not checkpointed)
     # bank -> its learning rates with the failed students' zeroed (not checkpointed: rebuilt from ``failed``
     # by the first step's finite check after a resume, before any update)
@@ -64,13 +65,15 @@ class TrainState:
 
     def as_checkpoint(self, fingerprint: dict[str, Any]) -> dict[str, Any]:
         return {
-            "format": CHECKPOINT_FORMAT, "fingerprint": json.dumps(fingerprint, sort_keys=True), "step": self.step,
+            "format": CHECKPOINT_FORMAT, "fingerprint": json.dumps(fingerprint, sort_keys=True),
+            "step": self.step,
             "params": [p.detach().cpu() for p in self.params],
             "optimiser": [{name: b.cpu() for name, b in bank.items()} for bank in self.optimiser],
             "data": self.data.state(), "failed": self.failed.cpu(),
             "reasons": list(self.reasons), "eval_steps": list(self.eval_steps),
             "history": torch.from_numpy(np.stack(self.history)) if self.history else torch.zeros(0),
-            "pending_x": [x.cpu() for x, _ in self.pending], "pending_final": [f.cpu() for _, f in self.pending],
+            "pending_x": [x.cpu() for x, _ in self.pending],
+            "pending_final": [f.cpu() for _, f in self.pending],
         }
 
     def load(self, checkpoint: dict[str, Any]) -> None:
@@ -80,8 +83,8 @@ class TrainState:
         saved = _optimiser_of(checkpoint)
         for mine, theirs in zip(self.optimiser, saved, strict=True):
             if mine.keys() != theirs.keys():
-                raise IncompatibleOptionsError(f"the checkpoint's optimiser buffers {sorted(theirs)} are not this "
-                                               f"run's {sorted(mine)}; start a new run.")
+                raise IncompatibleOptionsError(f"the checkpoint's optimiser buffers {sorted(theirs)} "
+                                               f"are not this run's {sorted(mine)}; start a new run.")
             for name, buffer in mine.items():
                 buffer.copy_(theirs[name])
         self.step = int(checkpoint["step"])
@@ -91,8 +94,8 @@ class TrainState:
         self.eval_steps = [int(s) for s in checkpoint["eval_steps"]]
         self.history = list(checkpoint["history"].numpy()) if checkpoint["history"].numel() else []
         device = self.params[0].device
-        self.pending = [(x.to(device), f.to(device)) for x, f in zip(checkpoint["pending_x"],
-                                                                     checkpoint["pending_final"], strict=True)]
+        self.pending = [(x.to(device), f.to(device))
+                        for x, f in zip(checkpoint["pending_x"], checkpoint["pending_final"], strict=True)]
 
 
 def _optimiser_of(checkpoint: dict[str, Any]) -> list[dict[str, torch.Tensor]]:
@@ -115,16 +118,17 @@ def load_checkpoint(path: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated or foreign files raise many types
-        raise ConfigError(f"the checkpoint {path} cannot be read ({type(exc).__name__}); it is damaged or not a "
-                          "resflow checkpoint. Start a new run.") from None
+        raise ConfigError(f"the checkpoint {path} cannot be read ({type(exc).__name__}); "
+                          "it is damaged or not a resflow checkpoint. Start a new run.") from None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") not in READABLE_FORMATS:
-        found = checkpoint.get("format", "none") if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        found = (checkpoint.get("format", "none") if isinstance(checkpoint, dict)
+                 else type(checkpoint).__name__)
         raise IncompatibleOptionsError(
             f"the checkpoint {path} has format {found!r}, this resflow reads formats "
             f"{' and '.join(map(str, READABLE_FORMATS))}; "
             "start a new run (or resume with the resflow version that wrote it).")
     if checkpoint.get("fingerprint") != json.dumps(fingerprint, sort_keys=True):
         raise IncompatibleOptionsError(
-            f"the checkpoint at {path} was written by a different configuration; resume with the same experiment, "
-            "preset and --set options, or start a new run.")
+            f"the checkpoint at {path} was written by a different configuration; "
+            "resume with the same experiment, preset and --set options, or start a new run.")
     return checkpoint

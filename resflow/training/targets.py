@@ -12,13 +12,13 @@ teacher is ``teachers[(spec.target, spec.replicate)]`` when that key exists (one
 replicate, as experiments build them), else ``teachers[spec.target]`` (one teacher for all).
 
 :class:`Targets` is one of the engine's two **target kinds** (the other:
-:class:`~resflow.training.classes.ClassTargets`, class grammars).  A kind owns what differs between them, and
-the engine (:class:`~resflow.training.engine.Trainer`) asks it instead of branching: ``in_dim`` (the students'
-input embedding, 0: none), ``bind(banks, config)`` (each bank's slots), ``streams(seed)`` (the data),
-``final_states``/``outputs`` (the targets of a batch), ``first_states(x)`` (the students' first states),
-``loss(k, final, targets, head, grad_head, with_grad)``, ``fixed_inputs()`` (what trained students are
-measured on), ``states_inputs(x)``, ``flops(batch)`` and ``capturable`` (whether a step may be replayed as a
-CUDA graph).
+:class:`~resflow.training.classes.ClassTargets`, class grammars).  A kind owns what differs between them,
+and the engine (:class:`~resflow.training.engine.Trainer`) asks it instead of branching: ``in_dim`` (the
+students' input embedding, 0: none), ``bind(banks, config)`` (each bank's slots), ``streams(seed)`` (the
+data), ``final_states``/``outputs`` (the targets of a batch), ``first_states(x)`` (the students' first
+states), ``loss(k, final, targets, head, grad_head, with_grad)``, ``fixed_inputs()`` (what trained
+students are measured on), ``states_inputs(x)``, ``flops(batch)`` and ``capturable`` (whether a step may
+be replayed as a CUDA graph).
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ def teacher_key(spec: StudentSpec, teachers: Mapping[Hashable, Teacher]) -> Hash
         return (spec.target, spec.replicate)
     if spec.target in teachers:
         return spec.target
-    raise ConfigError(f"student target {spec.target!r} (replicate {spec.replicate}) has no teacher; teachers are "
-                      f"{sorted(map(str, teachers))}.")
+    raise ConfigError(f"student target {spec.target!r} (replicate {spec.replicate}) has no teacher; "
+                      f"teachers are {sorted(map(str, teachers))}.")
 
 
 def check_run(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], config: TrainConfig) -> None:
-    """Refuse, by name, a run the engine cannot train: no students or teachers, a student without its teacher,
-    an unknown scheme, a temperature or length out of range, teachers of different shapes."""
+    """Refuse, by name, a run the engine cannot train: no students or teachers, a student without its
+    teacher, an unknown scheme, a temperature or length out of range, teachers of different shapes."""
     if not specs:
         raise ConfigError("no students to train: give at least one depth, scheme, replicate and target.")
     if not teachers:
@@ -61,7 +61,8 @@ def check_run(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], co
         teacher_key(s, teachers)
         get_tableau(s.scheme)
         if config.loss == "kl" and s.temperature not in config.temperatures:
-            raise ConfigError(f"student temperature {s.temperature} is not in temperatures {config.temperatures}.")
+            raise ConfigError(f"student temperature {s.temperature} is not in temperatures "
+                              f"{config.temperatures}.")
         if not 0.0 < s.length <= 1.0 or s.steps(config.steps) < 1:
             raise ConfigError(f"student length must be a fraction in (0, 1] of at least one step; got length "
                               f"{s.length} of budget {s.budget} of {config.steps} steps.")
@@ -71,12 +72,14 @@ def check_run(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], co
                           f"{config.loss!r}; set loss='ce' (or give teachers).")
     widths = {(t.width, t.config.hidden, t.config.vocab) for t in teachers.values()}
     if len(widths) != 1:
-        raise ConfigError(f"all teachers of a run must have one width, hidden width and vocabulary; got {widths}.")
+        raise ConfigError("all teachers of a run must have one width, hidden width and vocabulary; "
+                          f"got {widths}.")
 
 
 class Targets:
     """``targets.final_states(x)`` (x: (R, B, d), one batch per replicate) -> (n_slots, B, d);
-    ``targets.outputs(finals)`` -> ``{"final"}`` and, for KL, ``"logp"`` (n_slots, n_temps, B, V), ``"heads"``."""
+    ``targets.outputs(finals)`` -> ``{"final"}`` and, for KL, ``"logp"`` (n_slots, n_temps, B, V),
+    ``"heads"``."""
 
     in_dim = 0  # students of vectors: no input embedding
     capturable = True  # a step of its students may be replayed as a CUDA graph
@@ -99,7 +102,8 @@ class Targets:
         configs = [self.teachers[k].config for k in self.labels]
         first = configs[0]
         same = all((c.depth, c.width, c.hidden, c.scheme, c.branch_scale)
-                   == (first.depth, first.width, first.hidden, first.scheme, first.branch_scale) for c in configs)
+                   == (first.depth, first.width, first.hidden, first.scheme, first.branch_scale)
+                   for c in configs)
         self.stacked = None
         if same and first.scheme == "euler":
             fields = [self.teachers[k].stack.layer_fields for k in self.labels]
@@ -108,14 +112,16 @@ class Targets:
                 return torch.stack([getattr(f[layer], name).detach() * scale for f in fields]).unsqueeze(1)
 
             self.stacked = [LayerParams(stacked(layer, "W1"), stacked(layer, "b1"),
-                                        stacked(layer, "W2", first.branch_scale)) for layer in range(first.depth)]
+                                        stacked(layer, "W2", first.branch_scale))
+                            for layer in range(first.depth)]
 
     def slot_of(self, spec: StudentSpec, teachers: Mapping[Hashable, Teacher]) -> int:
         return self.slots.index((teacher_key(spec, teachers), spec.replicate))
 
     @torch.no_grad()
     def final_states(self, x: torch.Tensor) -> torch.Tensor:
-        """Every slot's MSE target ``rmsnorm(h_L)`` on its replicate's batch of ``x`` (R, N, d): (n_slots, N, d)."""
+        """Every slot's MSE target ``rmsnorm(h_L)`` on its replicate's batch of ``x`` (R, N, d):
+        (n_slots, N, d)."""
         inputs = x[self.replicate_index]
         if self.stacked is None:
             return torch.stack([self.teachers[k](inputs[s]) for s, k in enumerate(self.labels)])
@@ -143,7 +149,8 @@ class Targets:
     def bind(self, banks: list, config: TrainConfig) -> None:
         """Each bank's slots and replicates (and for KL its students' temperatures and head temperatures)."""
         def per_bank(values, dtype=None) -> list[torch.Tensor]:
-            return [torch.tensor([values(s) for s in bank.specs], dtype=dtype, device=self.device) for bank in banks]
+            return [torch.tensor([values(s) for s in bank.specs], dtype=dtype, device=self.device)
+                    for bank in banks]
 
         self.slot_index = per_bank(lambda s: self.slot_of(s, self.teachers))
         self.bank_replicates = per_bank(lambda s: self.replicates.index(s.replicate))
@@ -151,7 +158,8 @@ class Targets:
         if self.kl:
             self.temp_index = per_bank(lambda s: self.temperature_list.index(s.temperature))
             # a learned head is trained at T = 1; the teacher's shared head is read at the teacher's T
-            self.head_temperature = per_bank(lambda s: 1.0 if config.head == "learned" else s.temperature, self.dtype)
+            self.head_temperature = per_bank(lambda s: 1.0 if config.head == "learned" else s.temperature,
+                                             self.dtype)
 
     def streams(self, seed: int) -> ReplicateStreams:
         return ReplicateStreams(seed, self.replicates, self.width, self.dtype, self.device)
@@ -163,16 +171,16 @@ class Targets:
 
     def loss(self, k: int, final: torch.Tensor, targets: dict, head: torch.Tensor, grad_head: torch.Tensor,
              with_grad: bool):
-        """Per-student loss of bank ``k`` and its gradient with respect to the final states (MSE on the teacher's
-        final state, or KL on its logits through a learned or the teacher's shared head)."""
+        """Per-student loss of bank ``k`` and its gradient with respect to the final states (MSE on the
+        teacher's final state, or KL on its logits through a learned or the teacher's shared head)."""
         slot = self.slot_index[k]
         if not self.kl:
             return mse_head(final, targets["final"][slot], with_grad)
         logp = targets["logp"][slot, self.temp_index[k]]
         if self.head_mode == "shared":
             head = targets["heads"][slot]
-        return kl_head(final, head, logp, self.head_temperature[k], grad_head if self.head_mode == "learned" else None,
-                       with_grad)
+        return kl_head(final, head, logp, self.head_temperature[k],
+                       grad_head if self.head_mode == "learned" else None, with_grad)
 
     def fixed_inputs(self) -> torch.Tensor:
         """What trained students are measured on: :func:`~resflow.training.data.metric_inputs` (B, d)."""
@@ -184,4 +192,5 @@ class Targets:
 
     def flops(self, batch: int) -> float:
         """Analytic FLOPs of every slot's teacher forward on a batch."""
-        return sum(4.0 * batch * t.width * t.config.hidden * t.depth for t in (self.teachers[k] for k in self.labels))
+        return sum(4.0 * batch * t.width * t.config.hidden * t.depth
+                   for t in (self.teachers[k] for k in self.labels))

@@ -11,7 +11,8 @@ family          layer weights                                   reading
 ==============  ==============================================  ================================
 independent     every layer drawn separately                    rough target (ensemble regime)
 tied            all layers share one draw                       Euler steps of a smooth ODE
-correlated(ρ)   :math:`\sqrt\rho\,\text{shared} + \sqrt{1-\rho}\,\text{own}`   interpolates; ρ=0, 1 are the above
+correlated(ρ)   :math:`\sqrt\rho\,\text{shared}                 interpolates; ρ=0, 1 are the above
+                + \sqrt{1-\rho}\,\text{own}`
 fractional(H)   fGn along depth (increments of fBm)             H=1/2 i.i.d., H→1 smooth
 grouped(K, ρ)   K contiguous groups: correlated ρ within, own   K functional groups (composition
                 draws between (ρ = 1: tied within a group)      of K maps); K=1 is correlated(ρ)
@@ -115,18 +116,21 @@ class TeacherConfig:
             set_("rho", check_real("rho", self.rho, low=0.0, high=1.0))
         elif self.family == "grouped":
             if self.groups is None:
-                raise ConfigError("the 'grouped' family needs groups (K), e.g. TeacherConfig('grouped', groups=4).")
+                raise ConfigError("the 'grouped' family needs groups (K), "
+                                  "e.g. TeacherConfig('grouped', groups=4).")
             set_("groups", check_int("groups", self.groups, minimum=1))
             if self.groups > self.depth:
                 raise ConfigError(f"groups ({self.groups}) cannot exceed the teacher's depth ({self.depth}).")
             set_("rho", 1.0 if self.rho is None else check_real("rho", self.rho, low=0.0, high=1.0))
         elif self.rho is not None:
             raise IncompatibleOptionsError(
-                f"rho is only for family='correlated' or 'grouped'; got rho={self.rho!r} with family={self.family!r}."
+                f"rho is only for family='correlated' or 'grouped'; "
+                f"got rho={self.rho!r} with family={self.family!r}."
             )
         if self.family != "grouped" and self.groups is not None:
             raise IncompatibleOptionsError(
-                f"groups is only for family='grouped'; got groups={self.groups!r} with family={self.family!r}.")
+                f"groups is only for family='grouped'; "
+                f"got groups={self.groups!r} with family={self.family!r}.")
         if self.family == "fractional":
             if self.hurst is None:
                 raise ConfigError(
@@ -141,7 +145,8 @@ class TeacherConfig:
                 )
         elif self.hurst is not None:
             raise IncompatibleOptionsError(
-                f"hurst is only for family='fractional'; got hurst={self.hurst!r} with family={self.family!r}."
+                f"hurst is only for family='fractional'; "
+                f"got hurst={self.hurst!r} with family={self.family!r}."
             )
         if self.branch_scale is None:
             set_("branch_scale", 1.0 / math.sqrt(self.depth))
@@ -197,7 +202,8 @@ class TeacherConfig:
         unknown = UnknownNameError(f"unknown teacher spec {spec!r}"
                                    + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
                                    + "; use 'independent', 'tied', 'correlated:RHO', "
-                                   "'fractional:H' or 'grouped:K[:RHO]' (or a grammar, 'rhm:L', with train.loss=ce).")
+                                   "'fractional:H' or 'grouped:K[:RHO]' "
+                                   "(or a grammar, 'rhm:L', with train.loss=ce).")
         if family not in TEACHER_FAMILIES:
             raise unknown
         try:
@@ -244,7 +250,8 @@ class Teacher(nn.Module):
             if overrides:
                 config = dataclasses.replace(config, **overrides)
         else:
-            raise ConfigError(f"config must be a TeacherConfig or a spec string; got {type(config).__name__}.")
+            raise ConfigError("config must be a TeacherConfig or a spec string; "
+                              f"got {type(config).__name__}.")
         self.config = config
         gen = as_generator(config.seed)
         std = mlp_init_std(config.width, config.hidden)
@@ -267,7 +274,8 @@ class Teacher(nn.Module):
             branch_scale=config.branch_scale,
         )
         head_std = 1.0 / math.sqrt(3.0 * config.width)
-        self.head = nn.Parameter(unit_draw((config.vocab, config.width), gen, config.init, torch.float32) * head_std)
+        self.head = nn.Parameter(unit_draw((config.vocab, config.width), gen, config.init, torch.float32)
+                                 * head_std)
         self.requires_grad_(False)
 
     @property
@@ -286,14 +294,16 @@ class Teacher(nn.Module):
 
     def _check_input(self, x: torch.Tensor) -> None:
         if not isinstance(x, torch.Tensor):
-            raise ConfigError(f"x must be a torch.Tensor of shape (batch, {self.width}); got {type(x).__name__}.")
+            raise ConfigError(f"x must be a torch.Tensor of shape (batch, {self.width}); "
+                              f"got {type(x).__name__}.")
         if x.shape[-1] != self.width:
             raise ConfigError(
                 f"x must have last dimension {self.width} (the teacher width); got shape {tuple(x.shape)}."
             )
 
     def hidden_states(self, x: torch.Tensor) -> torch.Tensor:
-        r"""All residual-stream states :math:`h_0 = \mathrm{rmsnorm}(x), \dots, h_L`; shape ``(L + 1, *x.shape)``."""
+        r"""All residual-stream states :math:`h_0 = \mathrm{rmsnorm}(x), \dots, h_L`; shape
+        ``(L + 1, *x.shape)``."""
         self._check_input(x)
         return self.stack(rmsnorm(x), return_states=True)
 
@@ -317,11 +327,13 @@ class Teacher(nn.Module):
         return (self.forward(x) @ self.head.T) / temperature
 
     def extra_repr(self) -> str:
-        return f"family={self.config.label!r}, width={self.width}, depth={self.depth}, seed={self.config.seed}"
+        return (f"family={self.config.label!r}, width={self.width}, depth={self.depth}, "
+                f"seed={self.config.seed}")
 
 
 def shared_teacher_depth(teachers: Mapping[Hashable, object]) -> float:
-    """The depth of the run's teachers when they are flows of one depth (:class:`Teacher`); ``inf`` otherwise."""
+    """The depth of the run's teachers when they are flows of one depth (:class:`Teacher`); ``inf``
+    otherwise."""
     if not all(isinstance(t, Teacher) for t in teachers.values()):
         return math.inf
     depths = {t.depth for t in teachers.values()}

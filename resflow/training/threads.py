@@ -42,8 +42,8 @@ def threads_setting() -> int | None:
     except ValueError:
         count = 0
     if count < 1:
-        raise ConfigError(f"RESFLOW_THREADS must be 'auto' or a positive integer; got {value!r}. Unset it to let "
-                          "the engine choose.")
+        raise ConfigError(f"RESFLOW_THREADS must be 'auto' or a positive integer; got {value!r}. "
+                          "Unset it to let the engine choose.")
     return count
 
 
@@ -76,8 +76,8 @@ class ThreadGovernor:
     ``device``: a CPU device is governed, any other is left alone.  ``most``: the largest count (default:
     torch's count on entry).  ``fixed``: a count to hold (default: ``RESFLOW_THREADS``, else measure)."""
 
-    def __init__(self, device: torch.device | str = "cpu", *, most: int | None = None, fixed: int | None = None,
-                 every: float = CHECK_EVERY_S) -> None:
+    def __init__(self, device: torch.device | str = "cpu", *, most: int | None = None,
+                 fixed: int | None = None, every: float = CHECK_EVERY_S) -> None:
         self.enabled = torch.device(device).type == "cpu"
         self.fixed = threads_setting() if fixed is None else fixed
         self.most, self.every = most, every

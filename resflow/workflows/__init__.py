@@ -19,8 +19,9 @@ module          function                         command
                 :func:`gc_store`                 ``resflow store gc``
 ``unfinished``  :func:`unfinished_runs`          runs without a record: in progress, interrupted, idle
 ``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
-``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students (tracking,
-                                                 interventions, early exit: ``tracking``, ``intervene``, ``exits``)
+``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students
+                                                 (tracking, interventions, early exit:
+                                                 ``tracking``, ``intervene``, ``exits``)
 ==============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis
@@ -46,11 +47,11 @@ from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid,
 from .unfinished import UnfinishedRun, unfinished_runs
 
 __all__ = [
-    "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult", "fit_llm_table",
-    "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores", "FlowDemoConfig", "FlowDemoResult",
-    "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep", "parse_grid", "load_manifest",
-    "BenchResult", "bench_engine", "report_run", "check_store", "InterventionRun", "intervene_models",
-    "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck", "gc_store", "UnfinishedRun", "unfinished_runs",
-    "resume_config", "unfinished_note", "RunFigure", "draw_run_figure", "MEASURES", "Measure", "TrainedStudent",
-    "TrainedStudents", "register_measure",
+    "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult",
+    "fit_llm_table", "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores",
+    "FlowDemoConfig", "FlowDemoResult", "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep",
+    "parse_grid", "load_manifest", "BenchResult", "bench_engine", "report_run", "check_store",
+    "InterventionRun", "intervene_models", "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck",
+    "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
+    "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",
 ]

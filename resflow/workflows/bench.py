@@ -51,7 +51,8 @@ def bench_dataset(rows: Sequence[BenchRow], checks: Sequence[PrecisionCheck] = (
         {name: (("row",), [value(r, name) for r in rows]) for name in NUMERIC},
         coords={"case": (("row",), [r.case for r in rows]), "engine": (("row",), [r.engine for r in rows]),
                 "device": (("row",), [r.device for r in rows])},
-        attrs={"checks": json.dumps([c.to_json() for c in checks]), **{k: str(v) for k, v in bench_meta().items()}},
+        attrs={"checks": json.dumps([c.to_json() for c in checks]),
+               **{k: str(v) for k, v in bench_meta().items()}},
     )
 
 
@@ -71,6 +72,6 @@ def bench_engine(device: str = "auto", *, cases: Sequence[str] = tuple(CASES), r
     rows = run_bench(device, cases=tuple(cases), rounds=rounds, progress=progress)
     done = tuple(precision_check(device, steps=check_steps, other=CHECKS[name]) for name in checks)
     ds = bench_dataset(rows, done)
-    ds.attrs.update(provenance({"device": device, "cases": list(cases), "rounds": rounds, "checks": list(checks),
-                                "check_steps": check_steps}, seed=0))
+    ds.attrs.update(provenance({"device": device, "cases": list(cases), "rounds": rounds,
+                                "checks": list(checks), "check_steps": check_steps}, seed=0))
     return BenchResult(rows=tuple(rows), checks=done, record=store.write(ds, kind=BENCH, name="engine"))

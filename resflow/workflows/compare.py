@@ -70,7 +70,8 @@ def compare_stores(stores: Sequence[Path | str], *, figure: Path | str | None = 
                 unfitted.append(info.id)
                 continue
             # students of RHM data are read by their drop depth (signatures), not by a power law of depth
-            fits = [f for f in fits_from_dataset(store.load(latest[info.id])) if not is_class_target(f.target)]
+            fits = [f for f in fits_from_dataset(store.load(latest[info.id]))
+                    if not is_class_target(f.target)]
             schemes.update(f.scheme for f in fits)
             toy += toy_rows(fits, experiment=info.name, record=latest[info.id])
         for info in store.records(kind=LLM_FIT):

@@ -74,8 +74,10 @@ def flow_demo_dataset(config: FlowDemoConfig) -> xr.Dataset:
         angles.append(update_angles(states).mean(dim=-1).numpy())
 
     return conv.assign(
-        ensemble_mse=(("noise", "members"), mse, {"long_name": "simulated MSE of the ensemble mean", "units": "1"}),
-        ensemble_mse_exact=(("noise", "members"), exact, {"long_name": "exact MSE sigma^2 1'C1/L^2", "units": "1"}),
+        ensemble_mse=(("noise", "members"), mse,
+                      {"long_name": "simulated MSE of the ensemble mean", "units": "1"}),
+        ensemble_mse_exact=(("noise", "members"), exact,
+                            {"long_name": "exact MSE sigma^2 1'C1/L^2", "units": "1"}),
         update_angle=(("teacher", "layer"), np.stack(angles), {
             "long_name": "mean angle between successive updates", "units": "rad"}),
     ).assign_coords(
@@ -95,10 +97,12 @@ class FlowDemoResult:
     figure: Path
 
 
-def run_flow_demo(out: Path | str = Path("results"), config: FlowDemoConfig = FlowDemoConfig()) -> FlowDemoResult:
-    """Run the demo and write ``demo.nc``, ``demo.png`` and ``provenance.json`` into a new work directory of the
-    store ``out`` (created if missing)."""
-    run_dir = Store.open(out, create=True).work_dir("demo-overview")  # first: a bad --out fails before the work
+def run_flow_demo(out: Path | str = Path("results"),
+                  config: FlowDemoConfig = FlowDemoConfig()) -> FlowDemoResult:
+    """Run the demo and write ``demo.nc``, ``demo.png`` and ``provenance.json`` into a new work directory
+    of the store ``out`` (created if missing)."""
+    # first: a bad --out fails before the work
+    run_dir = Store.open(out, create=True).work_dir("demo-overview")
     ds = flow_demo_dataset(config)
     prov = provenance(asdict(config), seed=config.seed, experiment="flow-demo")
     ds.attrs.update(prov)

@@ -1,4 +1,5 @@
-"""Early exit and accuracy of every trained student of a run, for its record (:mod:`resflow.probing.early_exit`).
+"""Early exit and accuracy of every trained student of a run, for its record
+(:mod:`resflow.probing.early_exit`).
 
 Each student is read out at every layer through its own final readout -- its head for a classifier
 (``"confidence"`` rule), its normalised state for a regression student (``"settled"`` rule) -- on the
@@ -22,15 +23,17 @@ from .measures import TrainedStudents
 __all__ = ["EarlyExit", "EARLY_EXIT", "EXIT_RULE_NOTE", "student_exits"]
 
 EXIT_RULE_NOTE = {  # the record's attribute: which rule its exit metrics used
-    "ce": f"confidence: first layer whose top class probability through the student's head >= {EXIT_CONFIDENCE}",
-    "regression": f"settled: first layer after which every move of rmsnorm(h) <= {EXIT_SETTLED} x its mean move",
+    "ce": ("confidence: first layer whose top class probability through the student's head "
+           f">= {EXIT_CONFIDENCE}"),
+    "regression": ("settled: first layer after which every move of rmsnorm(h) "
+                   f"<= {EXIT_SETTLED} x its mean move"),
 }
 
 
 class EarlyExit:
-    """The measure (:class:`~resflow.workflows.measures.Measure`): per student ``exit_share`` per layer (NaN-padded),
-    ``exit_depth``, ``exit_early_fraction``; classifiers also ``test_accuracy`` and ``exit_accuracy``.  Failed
-    students stay NaN."""
+    """The measure (:class:`~resflow.workflows.measures.Measure`): per student ``exit_share`` per layer
+    (NaN-padded), ``exit_depth``, ``exit_early_fraction``; classifiers also ``test_accuracy`` and
+    ``exit_accuracy``.  Failed students stay NaN."""
 
     name = "early-exit"
     labels = EXIT_LABELS
@@ -41,7 +44,8 @@ class EarlyExit:
     def measure(self, students: TrainedStudents) -> dict[str, np.ndarray]:
         classes = students.classifies
         out = students.per_layer("exit_share")
-        names = ("exit_depth", "exit_early_fraction") + (("test_accuracy", "exit_accuracy") if classes else ())
+        names = (("exit_depth", "exit_early_fraction")
+                 + (("test_accuracy", "exit_accuracy") if classes else ()))
         out.update(students.per_student(*names))
         positions = max(t.n_tokens for t in students.teachers.values()) if classes else 0
         for student in students:
@@ -72,8 +76,10 @@ EARLY_EXIT = EarlyExit()
 
 
 def student_exits(result, teachers, dtype: str = "float32") -> dict[str, np.ndarray]:
-    """Deprecated since resflow 0.5: ``EARLY_EXIT.measure(TrainedStudents.of_result(result, teachers, dtype))``."""
-    warnings.warn("student_exits is deprecated since resflow 0.5; use resflow.workflows.exits.EARLY_EXIT.measure("
-                  "TrainedStudents.of_result(...)).", DeprecationWarning, stacklevel=2)
+    """Deprecated since resflow 0.5:
+    ``EARLY_EXIT.measure(TrainedStudents.of_result(result, teachers, dtype))``."""
+    warnings.warn("student_exits is deprecated since resflow 0.5; "
+                  "use resflow.workflows.exits.EARLY_EXIT.measure(TrainedStudents.of_result(...)).",
+                  DeprecationWarning, stacklevel=2)
     students = TrainedStudents.of_result(result, teachers, dtype)
     return {} if students is None else EARLY_EXIT.measure(students)

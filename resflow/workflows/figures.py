@@ -25,7 +25,8 @@ from .fit import latest_fit_records
 
 __all__ = ["RunFigure", "draw_run_figure"]
 
-DOCS_COLOURS = 256  # palette colours of a figure kept in the docs: the look of the full PNG at a third of the size
+# palette colours of a figure kept in the docs: the look of the full PNG at a third of the size
+DOCS_COLOURS = 256
 
 
 def _short(commit: str) -> str:
@@ -47,8 +48,8 @@ class RunFigure:
 def draw_run_figure(store: Path | str, record: str | None = None, *, path: Path | str,
                     experiment: str | None = None, overwrite: bool = False,
                     colours: int | None = DOCS_COLOURS) -> RunFigure:
-    """Draw the figure of the toy run ``record`` of ``store`` (default: its latest run of ``experiment``, or its
-    latest toy run) into ``path``.
+    """Draw the figure of the toy run ``record`` of ``store`` (default: its latest run of ``experiment``,
+    or its latest toy run) into ``path``.
 
     Parameters
     ----------
@@ -67,16 +68,18 @@ def draw_run_figure(store: Path | str, record: str | None = None, *, path: Path 
     if colours is not None:
         colours = check_int("colours", colours, minimum=2)
         if colours > 256:
-            raise ConfigError(f"colours must be at most 256 (a PNG palette); got {colours}. Pass None for every "
-                              "colour.")
+            raise ConfigError(f"colours must be at most 256 (a PNG palette); got {colours}. "
+                              "Pass None for every colour.")
     if path.exists() and not overwrite:
         raise ConfigError(f"{str(path)!r} exists; choose a new file, or pass overwrite=True to replace it.")
     opened = Store.open(store)
     runs = [r for r in opened.records(kind=TOY_RUN)
             if (r.id == record if record else experiment is None or r.name == experiment)]
     if not runs:
-        what = f"toy-run record {record!r}" if record else f"run of {experiment!r}" if experiment else "toy run"
-        raise ConfigError(f"no {what} in the store {str(store)!r}; `resflow fit {store}` lists each run's record id.")
+        what = (f"toy-run record {record!r}" if record
+                else f"run of {experiment!r}" if experiment else "toy run")
+        raise ConfigError(f"no {what} in the store {str(store)!r}; "
+                          f"`resflow fit {store}` lists each run's record id.")
     info = max(runs, key=lambda r: r.created)
     ds = load_run(opened, info)  # a record of an earlier version: upgraded to today's shape
     name = ds.attrs.get("experiment", info.name)

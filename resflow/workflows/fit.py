@@ -24,9 +24,9 @@ __all__ = ["RunFits", "fit_store", "latest_fit_records"]
 @dataclass(frozen=True, kw_only=True)
 class RunFits:
     """The fits of one ``toy-run`` record, and the ``fit`` record that holds them; for a record this resflow
-    cannot fit (foreign or damaged), ``skipped`` says why and ``fits`` is empty.  ``separations``: the tied minus
-    independent exponents of the fits (:mod:`resflow.fitting.separation`), the first answer of a smooth-vs-rough
-    run."""
+    cannot fit (foreign or damaged), ``skipped`` says why and ``fits`` is empty.  ``separations``: the tied
+    minus independent exponents of the fits (:mod:`resflow.fitting.separation`), the first answer of a
+    smooth-vs-rough run."""
 
     run: str
     experiment: str
@@ -74,7 +74,8 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None, *,
         experiment = ds.attrs.get("experiment", info.name)
         if existing is not None:
             fits = fits_from_dataset(store.load(existing))
-            out.append(RunFits(run=info.id, experiment=experiment, fit_record=existing, fits=tuple(fits), reused=True))
+            out.append(RunFits(run=info.id, experiment=experiment, fit_record=existing, fits=tuple(fits),
+                               reused=True))
             continue
         try:
             fits = fit_dataset(ds, settings)  # upgrades a record of an earlier version (resflow.records)
@@ -85,7 +86,8 @@ def fit_store(store: Path | str | Store, settings: FitSettings | None = None, *,
         record = fits_to_dataset(fits, source_record=info.id, settings=settings)
         record.attrs.update(provenance({"fit_settings": settings.to_json(), "run": info.id}))
         fit_id = store.write(record, kind=FIT, name=info.name)
-        out.append(RunFits(run=info.id, experiment=experiment, fit_record=fit_id, fits=tuple(fits), reused=False))
+        out.append(RunFits(run=info.id, experiment=experiment, fit_record=fit_id, fits=tuple(fits),
+                           reused=False))
     if all(r.skipped for r in out):
         raise ConfigError(f"no toy run of store {str(store.path)!r} could be fitted: "
                           + "; ".join(f"{r.run}: {r.skipped}" for r in out))

@@ -91,16 +91,19 @@ STUDENT_INTERVENTIONS = StudentInterventions()
 
 
 def student_interventions(result, dtype: str = "float32") -> dict[str, np.ndarray]:
-    """Deprecated since resflow 0.5: ``STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(result, teachers,
-    dtype))`` (the measure of :mod:`resflow.workflows.measures`)."""
+    """Deprecated since resflow 0.5:
+    ``STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(result, teachers, dtype))`` (the measure of
+    :mod:`resflow.workflows.measures`)."""
     warnings.warn("student_interventions is deprecated since resflow 0.5; use resflow.workflows.intervene."
-                  "STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(...)).", DeprecationWarning, stacklevel=2)
+                  "STUDENT_INTERVENTIONS.measure(TrainedStudents.of_result(...)).",
+                  DeprecationWarning, stacklevel=2)
     students = TrainedStudents.of_result(result, {}, dtype)
     return {} if students is None else STUDENT_INTERVENTIONS.measure(students)
 
 
 def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], target: str = STUDY_PROMPT[1],
-                     subject: str | None = STUDY_PROMPT[2], interventions: Sequence[str] = ("lesion", "swap", "trace"),
+                     subject: str | None = STUDY_PROMPT[2],
+                     interventions: Sequence[str] = ("lesion", "swap", "trace"),
                      n_inputs: int = 1024, device: str = "auto", seed: int = 0, out: Path | str = "results",
                      progress: Callable[[str, int, int], None] | None = None) -> InterventionRun:
     """Intervene on every model and write one ``intervention`` record each into the store ``out``."""
@@ -116,22 +119,24 @@ def intervene_models(models: Sequence[str], *, prompt: str = STUDY_PROMPT[0], ta
         else:
             from ..llm.probes.interventions import intervene_model
 
-            result = intervene_model(name, prompt, target=target, subject=subject, interventions=interventions,
-                                     device=hf_device, seed=seed,
+            result = intervene_model(name, prompt, target=target, subject=subject,
+                                     interventions=interventions, device=hf_device, seed=seed,
                                      progress=lambda what, done, total, k=k, name=name:
                                      report(f"{name}: {what} {done}/{total}", k, len(models)))
             ds = intervention_dataset(
                 model=result.model, measure=result.measure, depth=result.depth, lesion=result.lesion,
-                swap=result.swap, trace=result.trace, tokens=result.tokens if result.trace is not None else None,
-                attrs={"prompt": prompt, "target": target, "subject": subject or "", "clean": f"{result.clean:.6g}",
-                       "corrupt": f"{result.corrupt:.6g}", "corrupted_positions": str(result.subject),
-                       "seed": str(seed)})
+                swap=result.swap, trace=result.trace,
+                tokens=result.tokens if result.trace is not None else None,
+                attrs={"prompt": prompt, "target": target, "subject": subject or "",
+                       "clean": f"{result.clean:.6g}", "corrupt": f"{result.corrupt:.6g}",
+                       "corrupted_positions": str(result.subject), "seed": str(seed)})
         datasets.append(ds)
     report("", len(models), len(models))
     store = Store.open(out, create=True)
     records = []
     for ds in datasets:
-        ran_on = "cpu" if ds.attrs["model"].startswith(TEACHER_PREFIX) else str(hf_device)  # teachers: the CPU
+        # teachers: the CPU
+        ran_on = "cpu" if ds.attrs["model"].startswith(TEACHER_PREFIX) else str(hf_device)
         ds.attrs.update(provenance({"model": ds.attrs["model"], "seed": seed, "device": ran_on}))
         records.append(store.write(ds, kind=INTERVENTION, name=ds.attrs["model"].replace("/", "-")))
     figure = save_figure(plot_interventions(datasets), store.work_dir("intervene") / "interventions.png",

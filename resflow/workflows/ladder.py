@@ -44,19 +44,22 @@ class LadderRun:
 
 def _resumable(store: Path, config: LadderConfig, run: str | None = None) -> Path:
     work = store / "work"
-    candidates = sorted(p for p in work.glob(f"{config.experiment}-*" if run is None else run)
-                        if (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()) if work.is_dir() else []
+    candidates = (sorted(p for p in work.glob(f"{config.experiment}-*" if run is None else run)
+                         if (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists())
+                  if work.is_dir() else [])
     if not candidates:
-        raise ConfigError(f"no interrupted {config.experiment!r} run to resume in {str(store)!r}; run without "
-                          "--resume.")
+        raise ConfigError(f"no interrupted {config.experiment!r} run to resume in {str(store)!r}; "
+                          "run without --resume.")
     run_dir = candidates[-1]
 
     def results(values: dict) -> dict:  # the settings that decide the results (device, workers: speed only)
         return {k: v for k, v in values.items() if k not in SPEED_ONLY}
 
-    if results(json.loads((run_dir / RUN_INFO).read_text())["config"]) != results(json.loads(config.to_json())):
-        raise ConfigError(f"{run_dir} was started with a different configuration; pass the same preset and --set "
-                          "options to resume it (the device and the number of workers may differ).")
+    if (results(json.loads((run_dir / RUN_INFO).read_text())["config"])
+            != results(json.loads(config.to_json()))):
+        raise ConfigError(f"{run_dir} was started with a different configuration; "
+                          "pass the same preset and --set options to resume it "
+                          "(the device and the number of workers may differ).")
     return run_dir
 
 

@@ -37,13 +37,15 @@ class LLMFitResult:
         out = {**self.fit.to_json(), "record": self.fit_record, "data_record": self.data_record}
         if self.sweep:
             out["sweep"] = [{"excluded": f.excluded, "n_points": f.n_points, "alpha_l": f.params["alpha_l"],
-                             "alpha_l_se": f.se["alpha_l"], "starts_agree": f.starts_agree, "failure": f.failure}
+                             "alpha_l_se": f.se["alpha_l"], "starts_agree": f.starts_agree,
+                             "failure": f.failure}
                             for f in self.sweep]
         return out
 
 
-def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | None = None, download: bool = False,
-                  settings: ScalingFitSettings | None = None, bootstrap: int = 0, holdout: int = 0,
+def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | None = None,
+                  download: bool = False, settings: ScalingFitSettings | None = None,
+                  bootstrap: int = 0, holdout: int = 0,
                   sweep_exclusions: bool = False, out: Path | str = "results", keep_failed: bool = False,
                   progress: Callable[[str, int, int], None] | None = None) -> LLMFitResult:
     """Fit :math:`L(m, \\ell, D)` to a table and write the table and the fit into the store ``out``.
@@ -78,8 +80,8 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
     if fit.failure and not keep_failed:
         raise FitFailedError(
             f"the fit failed: {fit.failure}. Nothing was written. Try more starts (--starts 64 or more), "
-            "--loss squared, or fewer excluded points, and check the table's columns and units; --keep-failed "
-            "stores the fit marked as failed.")
+            "--loss squared, or fewer excluded points, and check the table's columns and units; "
+            "--keep-failed stores the fit marked as failed.")
     if bootstrap:
         bootstrap_fit(table, fit, bootstrap, progress=lambda done, total: report("bootstrap", done, total))
     if holdout:
@@ -88,8 +90,8 @@ def fit_llm_table(data: Path | str | None = None, *, columns: dict[str, str] | N
         report("hold-out", 1, 1)
     sweep = exclusion_sweep(table, settings) if sweep_exclusions else []
     store = Store.open(out, create=True)
-    prov = provenance({"settings": settings.__dict__, "data": table.attrs.get("path"), "bootstrap": bootstrap},
-                      seed=settings.seed)
+    prov = provenance({"settings": settings.__dict__, "data": table.attrs.get("path"),
+                       "bootstrap": bootstrap}, seed=settings.seed)
     is_chinchilla = bool(table.attrs.get("chinchilla"))
     data_ds = table_dataset(table, source=CHINCHILLA["source"] if is_chinchilla else str(table.attrs["path"]),
                             license=CHINCHILLA["license"] if is_chinchilla else "as given by the user")

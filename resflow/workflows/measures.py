@@ -60,12 +60,14 @@ class TrainedStudents:
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def of_result(cls, result, teachers: Mapping[Hashable, Any], dtype: str = "float32") -> TrainedStudents | None:
+    def of_result(cls, result, teachers: Mapping[Hashable, Any],
+                  dtype: str = "float32") -> TrainedStudents | None:
         """The students of a :class:`~resflow.training.TrainingResult` (None when it kept no parameters)."""
         params = result.extra.get("parameters")
         if not params:
             return None
-        return cls(tuple(result.specs), params, np.asarray(result.failed, dtype=bool), teachers, getattr(torch, dtype))
+        return cls(tuple(result.specs), params, np.asarray(result.failed, dtype=bool), teachers,
+                   getattr(torch, dtype))
 
     @property
     def classifies(self) -> bool:
@@ -135,7 +137,9 @@ def register_measure(measure: Measure) -> Measure:
     return measure
 
 
-def run_measures(students: TrainedStudents | None) -> tuple[dict[str, np.ndarray], dict[str, tuple[str, str]]]:
+def run_measures(
+    students: TrainedStudents | None
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[str, str]]]:
     """Every registered measure that applies to ``students``, in registration order: ``(outputs, labels)``.
     An output a measure does not label, or of the wrong length, is an error naming the measure."""
     outputs: dict[str, np.ndarray] = {}
@@ -148,7 +152,8 @@ def run_measures(students: TrainedStudents | None) -> tuple[dict[str, np.ndarray
             found = measure.measure(students)
         for name, values in found.items():
             if name not in measure.labels or np.shape(values)[:1] != (len(students),):
-                raise ConfigError(f"the measure {measure.name!r} returned {name!r} with shape {np.shape(values)}: "
-                                  f"an output must be in its labels and have one row per student ({len(students)}).")
+                raise ConfigError(f"the measure {measure.name!r} returned {name!r} "
+                                  f"with shape {np.shape(values)}: an output must be in its labels "
+                                  f"and have one row per student ({len(students)}).")
         outputs.update(found)
     return outputs, labels

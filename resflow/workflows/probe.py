@@ -38,7 +38,8 @@ class ProbeRun:
     step_size_slope: float | None  # across models of different depth (about -1 when steps shrink like 1/L)
 
 
-def probe_teacher(spec: str, *, n_inputs: int = 4096, batch: int = 1024, seed: int = 0, **overrides) -> ProbeResult:
+def probe_teacher(spec: str, *, n_inputs: int = 4096, batch: int = 1024, seed: int = 0,
+                  **overrides) -> ProbeResult:
     """Probe a resflow teacher (``tied``, ``independent``, ``correlated:0.9``, ``fractional:0.75``) on
     Gaussian inputs."""
     teacher = Teacher(spec, **overrides)
@@ -85,11 +86,12 @@ def probe_models(models: Sequence[str], *, texts: Path | str | None = None, max_
     report("", len(models), len(models))
     store = Store.open(out, create=True)
     devices = {"teachers": "cpu", "models": hf_device}
-    prov = provenance({"models": list(models), "texts": str(texts), "max_tokens": max_tokens, "device": devices},
-                      seed=0)
+    prov = provenance({"models": list(models), "texts": str(texts), "max_tokens": max_tokens,
+                       "device": devices}, seed=0)
     ds = probe_dataset(results)
     ds.attrs.update(prov)
     record = store.write(ds, kind=PROBE, name="probe")
-    figure = save_figure(plot_probes(results, normalise=normalise), store.work_dir("probe") / "probe.png", prov)
+    figure = save_figure(plot_probes(results, normalise=normalise), store.work_dir("probe") / "probe.png",
+                         prov)
     slope = step_size_slope(results) if len({r.n_layers for r in results}) >= 2 else None
     return ProbeRun(results=tuple(results), record=record, figure=figure, step_size_slope=slope)

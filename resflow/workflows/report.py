@@ -25,15 +25,16 @@ from .unfinished import IN_PROGRESS, unfinished_runs
 __all__ = ["report_run", "fit_markdown", "unfinished_note"]
 
 CELL = re.compile(r"(?<!\\)\|")  # a cell border of a Markdown table row (an escaped \| is text)
-UNIT = re.compile(r"(?:\[[^\[\]\n]{0,24}\]|\S)+")  # what a wrap keeps on one line: a word, an interval [a, b] whole
+# what a wrap keeps on one line: a word, an interval [a, b] whole
+UNIT = re.compile(r"(?:\[[^\[\]\n]{0,24}\]|\S)+")
 
 
 def report_run(store: Path | str, record: str | None = None, *, experiment: str | None = None,
                replicate: int | None = None, width: int | None = None) -> str:
-    """Markdown tables of the run ``record`` of ``store``, or of its latest run of ``experiment`` (default: its
-    latest toy run).  ``replicate`` keeps one replicate (intervals then from the evaluation batches only), to set
-    one teacher of a run beside a one-replicate run of the same teacher seed.  ``width``: no line longer
-    (:func:`fit_markdown`); None, the Markdown as written."""
+    """Markdown tables of the run ``record`` of ``store``, or of its latest run of ``experiment`` (default:
+    its latest toy run).  ``replicate`` keeps one replicate (intervals then from the evaluation batches only),
+    to set one teacher of a run beside a one-replicate run of the same teacher seed.  ``width``: no line
+    longer (:func:`fit_markdown`); None, the Markdown as written."""
     text = _report(store, record, experiment=experiment, replicate=replicate)
     return text if width is None else fit_markdown(text, width)
 
@@ -45,26 +46,31 @@ def unfinished_note(store: Path | str) -> str:
     if not runs:
         return ""
     listed = "; ".join(f"{r.run_id} ({r.state}, {r.progress})" for r in runs)
-    return (f"{len(runs)} run{'s' if len(runs) > 1 else ''} without a record yet: {listed}. `resflow store check "
-            f"{store}` lists {'them' if len(runs) > 1 else 'it'} with the command that resumes an interrupted one.")
+    return (f"{len(runs)} run{'s' if len(runs) > 1 else ''} without a record yet: {listed}. "
+            f"`resflow store check {store}` lists {'them' if len(runs) > 1 else 'it'} "
+            "with the command that resumes an interrupted one.")
 
 
-def _report(store: Path | str, record: str | None, *, experiment: str | None, replicate: int | None) -> str:
+def _report(store: Path | str, record: str | None, *, experiment: str | None,
+            replicate: int | None) -> str:
     opened = Store.open(store)
     runs = [r for r in opened.records(kind=TOY_RUN) + opened.records(kind=LM_LADDER)
-            if (r.id == record if record else (r.kind == TOY_RUN.name if experiment is None else r.name == experiment))]
+            if (r.id == record if record
+                else (r.kind == TOY_RUN.name if experiment is None else r.name == experiment))]
     runs.sort(key=lambda r: r.created)
     if not runs:
         what = f"record {record!r}" if record else f"run of {experiment!r}" if experiment else "toy run"
         if note := unfinished_note(store):
             raise ConfigError(f"no {what} in the store {str(store)!r} yet; {note}")
-        raise ConfigError(f"no {what} in the store {str(store)!r}; `resflow fit {store}` lists each run's record id "
+        raise ConfigError(f"no {what} in the store {str(store)!r}; "
+                          f"`resflow fit {store}` lists each run's record id "
                           "(give one, or --experiment with a run's name).")
     info = runs[-1]
     if info.kind == LM_LADDER.name:  # the language-model ladder: its own record and tables
         ds = opened.load(info)
         if replicate is not None:
-            ds = ds.sel(seed=[replicate]) if replicate in ds["seed"].values else _no_replicate(ds["seed"], replicate)
+            ds = (ds.sel(seed=[replicate]) if replicate in ds["seed"].values
+                  else _no_replicate(ds["seed"], replicate))
         return registered()["lm-ladder"].report(ds, info.id)
     ds = load_run(opened, info)  # a record of an earlier version: upgraded to today's shape
     if replicate is not None:
@@ -77,9 +83,10 @@ def _report(store: Path | str, record: str | None, *, experiment: str | None, re
 
 
 def fit_markdown(text: str, width: int) -> str:
-    """``text`` (Markdown) with no line longer than ``width`` where it can be helped: paragraphs and list items
-    wrapped at spaces (never inside a word, unless it is longer than the width), and every table wider than the
-    width written as a list: one item per row, named by its first cell, the other cells as ``column: value``."""
+    """``text`` (Markdown) with no line longer than ``width`` where it can be helped: paragraphs and list
+    items wrapped at spaces (never inside a word, unless it is longer than the width), and every table wider
+    than the width written as a list: one item per row, named by its first cell, the other cells as
+    ``column: value``."""
     out, lines, i = [], text.split("\n"), 0
     while i < len(lines):
         if lines[i].startswith("|"):
@@ -128,5 +135,5 @@ def _table_as_list(table: list[str], width: int) -> list[str]:
 
 
 def _no_replicate(values, replicate: int):
-    raise ConfigError(f"replicate must be one of the run's replicates (seeds) {[int(v) for v in values.values]}; "
-                      f"got {replicate}.")
+    raise ConfigError("replicate must be one of the run's replicates (seeds) "
+                      f"{[int(v) for v in values.values]}; got {replicate}.")

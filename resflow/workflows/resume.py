@@ -26,40 +26,44 @@ LATEST = "latest"  # resume the latest interrupted run of the store, of any expe
 
 def find_unfinished(store: Path | str, run: str | None = None) -> UnfinishedRun:
     """The run to resume in ``store``: the run of id ``run``; the latest interrupted run of the experiment
-    ``run``; or, for None or ``"latest"``, the latest interrupted run of any experiment.  A run resumes when it did
-    some work (a checkpoint) and no live process works on it."""
+    ``run``; or, for None or ``"latest"``, the latest interrupted run of any experiment.  A run resumes when
+    it did some work (a checkpoint) and no live process works on it."""
     store = Path(store)
     if run not in (None, LATEST) and (store / "work" / str(run) / RUN_INFO).is_file():
         found = read_run(store / "work" / str(run), store)
         if found.config is None:
-            raise ConfigError(f"the run {run} cannot be resumed: its {RUN_INFO} is unreadable or names an experiment "
-                              "not registered here.")
+            raise ConfigError(f"the run {run} cannot be resumed: its {RUN_INFO} is unreadable "
+                              "or names an experiment not registered here.")
         if found.state == IN_PROGRESS:
-            raise RunBusyError(f"the run {run} is in progress ({found.writer or 'a live process'} holds its lock); "
+            raise RunBusyError(f"the run {run} is in progress "
+                               f"({found.writer or 'a live process'} holds its lock); "
                                "wait for it to finish, or stop it and resume it then.")
         if not found.work_done:
-            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; start a "
-                              f"new run without --resume (`resflow store gc {store}` removes it).")
+            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; "
+                              f"start a new run without --resume (`resflow store gc {store}` removes it).")
         return found
     experiment = None if run in (None, LATEST) else run
     if experiment is not None and experiment not in registered():
-        raise UnknownNameError(f"{run!r} is neither an experiment ({', '.join(registered())}) nor a run id in "
-                               f"{str(store / 'work')!r}; `resflow store check {store}` lists the unfinished runs.")
+        raise UnknownNameError(f"{run!r} is neither an experiment ({', '.join(registered())}) "
+                               f"nor a run id in {str(store / 'work')!r}; "
+                               f"`resflow store check {store}` lists the unfinished runs.")
     runs = [r for r in unfinished_runs(store) if experiment is None or r.experiment == experiment] \
         if store.is_dir() else []
     ready = [r for r in runs if r.work_done and r.state != IN_PROGRESS and r.config is not None]
     if not ready:
         busy = [r.run_id for r in runs if r.state == IN_PROGRESS]
-        raise ConfigError(f"no interrupted {f'{experiment!r} ' if experiment else ''}run to resume in {str(store)!r}"
+        raise ConfigError(f"no interrupted {f'{experiment!r} ' if experiment else ''}run to resume "
+                          f"in {str(store)!r}"
                           + (f" ({', '.join(busy)} in progress)" if busy else "") + "; run without --resume.")
     return ready[-1]
 
 
-def resume_config(store: Path | str, run: str | None = None, *, preset: str | None = None, sets: Sequence[str] = (),
-                  device: str | None = None, replicates: int | None = None) -> UnfinishedRun:
-    """The run to resume (:func:`find_unfinished`), its saved configuration in ``.config``, after checking the
-    options given again: ``preset``, ``--set`` assignments ``sets``, ``device`` and ``replicates`` (seeds of the
-    language-model ladder), each None or empty when not given.
+def resume_config(store: Path | str, run: str | None = None, *, preset: str | None = None,
+                  sets: Sequence[str] = (), device: str | None = None,
+                  replicates: int | None = None) -> UnfinishedRun:
+    """The run to resume (:func:`find_unfinished`), its saved configuration in ``.config``, after checking
+    the options given again: ``preset``, ``--set`` assignments ``sets``, ``device`` and ``replicates`` (seeds
+    of the language-model ladder), each None or empty when not given.
 
     Raises
     ------
@@ -84,6 +88,7 @@ def resume_config(store: Path | str, run: str | None = None, *, preset: str | No
     for flag, assignment in flags:
         key = assignment.partition("=")[0].strip()
         if flat(config.with_overrides([assignment])) != saved:
-            raise IncompatibleOptionsError(f"{flag} conflicts with the interrupted run's {setting(key, saved[key])}; "
-                                           f"drop {flag if flag.startswith('--set') else flag.split()[0]} {fix}.")
+            raise IncompatibleOptionsError(
+                f"{flag} conflicts with the interrupted run's {setting(key, saved[key])}; "
+                f"drop {flag if flag.startswith('--set') else flag.split()[0]} {fix}.")
     return found

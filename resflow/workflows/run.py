@@ -28,7 +28,7 @@ from ..fitting.fit_records import fits_to_dataset
 from ..fitting.fits import FitSettings, SeriesFit, fit_dataset
 from ..fitting.separation import Separation, separations
 from ..presenting.plots import save_figure
-from ..presenting.signatures import GROUP_LABELS, student_group_angles
+from ..probing.groups import GROUP_LABELS, student_group_angles
 from ..probing.probes import SIGNATURE_LABELS, state_signature
 from ..provenance import provenance
 from ..records import build_dataset
@@ -40,10 +40,12 @@ from ..training.routes import train_routes
 from .exits import EARLY_EXIT, EXIT_RULE_NOTE
 from .intervene import STUDENT_INTERVENTIONS
 from .measures import TrainedStudents, register_measure, run_measures
-from .tracking import TEACHER_TRACKING, teacher_tracking  # noqa: F401  (deprecated here: resflow <= 0.4 had it)
 
-__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "checkpoint_steps", "run_started",
-           "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]
+# teacher_tracking: deprecated here (resflow <= 0.4 had it)
+from .tracking import TEACHER_TRACKING, teacher_tracking  # noqa: F401
+
+__all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoint", "checkpoint_steps",
+           "run_started", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]
 
 # the measures every run takes of its trained students, in this order (more: register_measure)
 for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT):
@@ -115,26 +117,29 @@ def run_started(run_dir: Path) -> _dt.datetime | None:
 
 
 def find_resumable(store: Path | str, experiment: str | None = None, *, run: str | None = None) -> Path:
-    """The work directory to resume in ``store``: the run ``run`` (a run id, the directory's name), or else the
-    latest run of ``experiment`` (of any, when None) with a checkpoint, no record yet, and no process at work on it."""
+    """The work directory to resume in ``store``: the run ``run`` (a run id, the directory's name), or else
+    the latest run of ``experiment`` (of any, when None) with a checkpoint, no record yet, and no process at
+    work on it."""
     work = Path(store) / "work"
     if run is not None:
         run_dir = work / run
         if not (run_dir / RUN_INFO).is_file():
-            raise ConfigError(f"no run {run!r} in {str(work)!r}; `resflow store check {store}` lists the unfinished "
-                              "runs and their ids.")
+            raise ConfigError(f"no run {run!r} in {str(work)!r}; "
+                              f"`resflow store check {store}` lists the unfinished runs and their ids.")
         if (run_dir / RECORD_NAME).exists():
             record = (run_dir / RECORD_NAME).read_text().strip()
-            raise ConfigError(f"the run {run} is finished (its record is {record}); there is nothing to resume.")
+            raise ConfigError(f"the run {run} is finished (its record is {record}); "
+                              "there is nothing to resume.")
         if not has_checkpoint(run_dir):
-            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; start a new "
-                              f"run without --resume (`resflow store gc {store}` removes it).")
+            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; "
+                              f"start a new run without --resume (`resflow store gc {store}` removes it).")
         return run_dir
     unfinished = [p for p in (work.glob(f"{experiment}-*" if experiment else "*") if work.is_dir() else [])
                   if has_checkpoint(p) and (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()
                   and (experiment is None or _experiment_of(p) == experiment)]
     busy = [p.name for p in unfinished if lock_holder(p)[1]]
-    candidates = sorted((p for p in unfinished if p.name not in busy), key=lambda p: (run_started(p) or _EPOCH, p.name))
+    candidates = sorted((p for p in unfinished if p.name not in busy),
+                        key=lambda p: (run_started(p) or _EPOCH, p.name))
     if not candidates:
         what = f"{experiment!r} run" if experiment else "run"
         raise ConfigError(f"no interrupted {what} to resume in {str(store)!r}"
@@ -162,14 +167,17 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     teachers = config.teachers()
     if config.init == "doubling":
         if stop_after is not None:
-            raise ConfigError("stop_after stops one training run; depth-doubling continuation (init='doubling') "
-                              "trains one run per depth. Interrupt it instead (it resumes stage by stage with "
-                              "--resume), or use init='scratch'.")
+            raise ConfigError("stop_after stops one training run; "
+                              "depth-doubling continuation (init='doubling') trains one run per depth. "
+                              "Interrupt it instead (it resumes stage by stage with --resume), "
+                              "or use init='scratch'.")
         result = train_by_doubling(config.student_specs(), teachers, config.train, seed=config.seed,
-                                   run_dir=run_dir, resume=resume, progress=progress, state_metrics=state_signature)
+                                   run_dir=run_dir, resume=resume, progress=progress,
+                                   state_metrics=state_signature)
     else:
-        result = train_routes(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
-                              resume=resume, progress=progress, stop_after=stop_after, state_metrics=state_signature)
+        result = train_routes(config.student_specs(), teachers, config.train, seed=config.seed,
+                              run_dir=run_dir, resume=resume, progress=progress, stop_after=stop_after,
+                              state_metrics=state_signature)
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
     # every registered measure of trained students that applies (tracking, interventions, early exit, ...)
@@ -180,14 +188,17 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     prov = provenance(config.to_dict(), seed=config.seed, experiment=config.experiment, device=result.device)
     prov["exit_rule"] = EXIT_RULE_NOTE["ce" if config.classifies else "regression"]
     if "stage_wall_times" in result.extra:  # the seconds of each training run (routes: first, continuation)
-        prov["stage_wall_time_s"] = json.dumps({k: round(v, 1) for k, v in result.extra["stage_wall_times"].items()})
+        prov["stage_wall_time_s"] = json.dumps(
+            {k: round(v, 1) for k, v in result.extra["stage_wall_times"].items()})
     ds = build_dataset(result, loss=config.train.loss, targets=list(config.targets), attrs=prov,
-                       metric_labels={**SIGNATURE_LABELS, **measure_labels, **GROUP_LABELS}, routes=config.routes)
+                       metric_labels={**SIGNATURE_LABELS, **measure_labels, **GROUP_LABELS},
+                       routes=config.routes)
     return result.steps_done, ds, prov
 
 
 def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | str = False,
-                   preset: str | None = None, progress: Callable[[int, int, dict[str, float]], None] | None = None,
+                   preset: str | None = None,
+                   progress: Callable[[int, int, dict[str, float]], None] | None = None,
                    stop_after: int | None = None) -> ExperimentResult:
     """Train every student of ``config`` and write the run, its fits and its figure into the store ``out``.
 
@@ -198,8 +209,8 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | 
     out : path
         The store (created if missing, unless resuming).
     resume : bool or str
-        Continue the latest interrupted run of this experiment in ``out``, or the run of this id (the name of its
-        work directory); the same config is required (:func:`resflow.workflows.resume_config` reads it).
+        Continue the latest interrupted run of this experiment in ``out``, or the run of this id (the name of
+        its work directory); the same config is required (:func:`resflow.workflows.resume_config` reads it).
     preset : str, optional
         The preset ``config`` was built from, kept in the run's ``run.json`` for listings and resumption.
     progress : callable, optional
@@ -229,7 +240,8 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | 
             return _run_in(run_dir, store, config, experiment, resume=bool(resume), progress=progress,
                            stop_after=stop_after)
     except BaseException:
-        if not resume and not has_checkpoint(run_dir):  # failed before any work: nothing to resume, nothing kept
+        # failed before any work: nothing to resume, nothing kept
+        if not resume and not has_checkpoint(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
 

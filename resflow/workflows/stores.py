@@ -1,5 +1,6 @@
-"""``resflow store check`` and ``resflow store gc``: every record loaded and checked against its kind's schema,
-defined by its writer; the runs without a record yet listed; what killed writers and idle runs left removed."""
+"""``resflow store check`` and ``resflow store gc``: every record loaded and checked against its kind's
+schema, defined by its writer; the runs without a record yet listed; what killed writers and idle runs left
+removed."""
 
 from __future__ import annotations
 
@@ -23,15 +24,16 @@ RECORD_VALIDATORS: dict[str, Validator] = ({name: kind.problems for name, kind i
 
 @dataclass
 class StoreCheck(StoreReport):
-    """What :func:`check_store` found: the store's report (records, unreadable ones, leftovers -- run directories
-    that did no work among them) and the runs with work done but no record yet (in progress or interrupted)."""
+    """What :func:`check_store` found: the store's report (records, unreadable ones, leftovers -- run
+    directories that did no work among them) and the runs with work done but no record yet (in progress or
+    interrupted)."""
 
     unfinished: list[UnfinishedRun] = field(default_factory=list)
 
 
 def check_store(store: Path | str | Store) -> StoreCheck:
-    """Load every record of ``store``, check the kinds that have a schema, list the leftovers and the unfinished
-    runs; changes nothing."""
+    """Load every record of ``store``, check the kinds that have a schema, list the leftovers and the
+    unfinished runs; changes nothing."""
     store = store if isinstance(store, Store) else Store.open(store)
     report = store.check(RECORD_VALIDATORS)
     runs = unfinished_runs(store)

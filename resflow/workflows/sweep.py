@@ -55,7 +55,8 @@ class SweepCell:
         """The base config at this point, reduced to replicate ``r``: its teachers, data and student
         initialisations are those of replicate ``r`` of the batched run."""
         config = base.with_overrides([f"{k}={v}" for k, v in self.point])
-        return dataclasses.replace(config, replicates=1, first_replicate=config.first_replicate + self.replicate)
+        return dataclasses.replace(config, replicates=1,
+                                   first_replicate=config.first_replicate + self.replicate)
 
     @property
     def digest(self) -> str:
@@ -76,7 +77,8 @@ def parse_grid(items: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
         if not sep or not values:
             raise ConfigError(f"--grid expects KEY=V1,V2,...; got {item!r}.")
         if key in NOT_GRIDDABLE:
-            raise ConfigError(f"--grid {key}: replicates are the sweep's own axis; set them with --replicates.")
+            raise ConfigError(f"--grid {key}: replicates are the sweep's own axis; "
+                              "set them with --replicates.")
         if key in grid:
             raise ConfigError(f"--grid {key} is given twice; give all its values once: {key}=V1,V2.")
         if len(set(values)) != len(values):
@@ -104,8 +106,9 @@ class SweepPlan:
     def base_config(self) -> ExperimentConfig:
         config = load_preset(self.experiment, self.preset)
         if not isinstance(config, ExperimentConfig):
-            raise ConfigError(f"sweeps run the teacher-student experiments; {self.experiment!r} trains its models one "
-                              "by one (`resflow run` with --set workers=N trains N at once).")
+            raise ConfigError("sweeps run the teacher-student experiments; "
+                              f"{self.experiment!r} trains its models one by one "
+                              "(`resflow run` with --set workers=N trains N at once).")
         config = config.with_overrides(list(self.overrides))
         return config if self.replicates is None else dataclasses.replace(config, replicates=self.replicates)
 
@@ -175,8 +178,9 @@ def run_cell(store_path: str, sweep_id: str, cell: SweepCell, base: ExperimentCo
                 return existing
             config = cell.config(base)
             _, ds, _ = train_dataset(config, run_dir=work, resume=has_checkpoint(work))
-            if not bool((ds["failed"] == 0).where(trained_cells(ds), False).any()):  # cells a route leaves empty
-                # (continuation at the shallowest depth) hold no student: they neither fail nor count
+            # cells a route leaves empty (continuation at the shallowest depth) hold no student: they neither
+            # fail nor count
+            if not bool((ds["failed"] == 0).where(trained_cells(ds), False).any()):
                 reasons = sorted({str(r) for r in np.ravel(ds["fail_reason"].values) if str(r)})
                 raise SweepCellError(f"every student diverged ({'; '.join(reasons) or 'non-finite loss'}).")
             ds.attrs.update(sweep=sweep_id, sweep_cell=cell.key, sweep_point=json.dumps(dict(cell.point)))
@@ -199,9 +203,9 @@ def load_manifest(store: str | Path | Store, sweep_id: str) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"no sweep {sweep_id!r} in {store.path}; run it without --resume first.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"the sweep manifest {path} is corrupt ({exc}); its cells are safe as records: move "
-                          "the file away and rerun the same command without --resume (cells with a record are "
-                          "not run again).") from None
+        raise ConfigError(f"the sweep manifest {path} is corrupt ({exc}); its cells are safe as records: "
+                          "move the file away and rerun the same command without --resume "
+                          "(cells with a record are not run again).") from None
     if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA:
         raise ConfigError(f"{path} is not a resflow sweep manifest.")
     return manifest
@@ -256,12 +260,14 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
     A failed cell does not stop the others; it is reported in ``SweepResult.failed``.
     """
     if not isinstance(plan, SweepPlan):
-        raise ConfigError("plan must be a SweepPlan, e.g. SweepPlan('smooth-vs-rough', 'cpu', grid=parse_grid([...])); "
+        raise ConfigError("plan must be a SweepPlan, "
+                          "e.g. SweepPlan('smooth-vs-rough', 'cpu', grid=parse_grid([...])); "
                           f"got {type(plan).__name__}.")
     workers = check_int("workers", workers, minimum=0)
     if resources is not None and (not isinstance(resources, dict) or not all(
             isinstance(k, str) and isinstance(v, int | float) and v > 0 for k, v in resources.items())):
-        raise ConfigError(f"resources must map names to positive amounts, e.g. {{'GPU': 1}}; got {resources!r}.")
+        raise ConfigError(f"resources must map names to positive amounts, e.g. {{'GPU': 1}}; "
+                          f"got {resources!r}.")
     if resources and workers == 0 and scheduler is None:
         raise ConfigError("resources need dask workers: give workers >= 1 or a scheduler.")
     if threads is not None:
@@ -277,14 +283,14 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
         store = Store.open(out)
         saved = load_manifest(store, sweep_id)
         if saved.get("config") != json.loads(base.to_json()):
-            raise ConfigError(f"sweep {sweep_id} in {store.path} was started with a different configuration (the "
-                              "preset changed since, e.g. with a resflow upgrade); finish it with the resflow that "
-                              "started it, or run it into another --out.")
+            raise ConfigError(f"sweep {sweep_id} in {store.path} was started with a different configuration "
+                              "(the preset changed since, e.g. with a resflow upgrade); "
+                              "finish it with the resflow that started it, or run it into another --out.")
     else:
         store = Store.open(out, create=True)
         if _manifest_path(store, sweep_id).exists():
-            raise ConfigError(f"sweep {sweep_id} already exists in {store.path}; pass --resume to finish it, or "
-                              "choose another --out.")
+            raise ConfigError(f"sweep {sweep_id} already exists in {store.path}; "
+                              "pass --resume to finish it, or choose another --out.")
     records = {k: v for k, v in done_cells(store, sweep_id).items() if k in {c.key for c in cells}}
     todo = [c for c in cells if c.key not in records]
     failed: dict[str, str] = {}
@@ -294,8 +300,8 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
                                                    resources=resources))
                   if todo and (workers > 0 or scheduler is not None) else None)
         manifest = {"schema": MANIFEST_SCHEMA, "version": 1, "sweep": sweep_id, "plan": plan.to_dict(),
-                    "config": json.loads(base.to_json()), "cells": [c.key for c in cells], "done": dict(records),
-                    "failed": {}}
+                    "config": json.loads(base.to_json()), "cells": [c.key for c in cells],
+                    "done": dict(records), "failed": {}}
         path = _write_manifest(store, sweep_id, manifest)
 
         def finished(cell: SweepCell, record: str | None, error: BaseException | None) -> None:
@@ -319,7 +325,8 @@ def run_sweep(plan: SweepPlan, *, out: str | Path, workers: int = 1, scheduler: 
                 else:
                     finished(cell, record, None)
         else:
-            _submit_all(client, todo, store, sweep_id, base, threads=threads, resources=resources, finished=finished)
+            _submit_all(client, todo, store, sweep_id, base, threads=threads, resources=resources,
+                        finished=finished)
     return SweepResult(plan=plan, sweep_id=sweep_id, manifest=path, cells=tuple(c.key for c in cells),
                        records=records, failed=failed, ran=len(todo))
 
@@ -332,11 +339,12 @@ def _dask_client(*, workers: int, scheduler: str | None, resources: dict[str, fl
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise ConfigError("dask.distributed is not installed: pip install 'resflow[distributed]', or run the cells "
-                          "in this process with workers=0 (--workers 0).") from None
+        raise ConfigError("dask.distributed is not installed: pip install 'resflow[distributed]', "
+                          "or run the cells in this process with workers=0 (--workers 0).") from None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               resources=resources, silence_logs=logging.CRITICAL)  # failed cells: reported once
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, resources=resources,
+                               silence_logs=logging.CRITICAL)  # failed cells: reported once
         try:
             with Client(cluster) as client:
                 yield client
@@ -346,8 +354,8 @@ def _dask_client(*, workers: int, scheduler: str | None, resources: dict[str, fl
     try:
         client = Client(scheduler, timeout=30)
     except (OSError, TimeoutError) as exc:
-        raise ConfigError(f"cannot reach the dask scheduler at {scheduler} ({exc}); check the address and that "
-                          "the scheduler runs.") from None
+        raise ConfigError(f"cannot reach the dask scheduler at {scheduler} ({exc}); "
+                          "check the address and that the scheduler runs.") from None
     with client:
         yield client
 

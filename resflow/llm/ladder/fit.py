@@ -1,16 +1,17 @@
 r"""The depth law of a language-model ladder, fitted from its ``lm-ladder`` record.
 
-* :func:`ladder_fits`, per width: the **depth law** :math:`L(\ell) = c\,\ell^{-\alpha} + L_\infty` fitted to each
-  seed's losses (:func:`resflow.fitting.fits.fit_offset`), :math:`\alpha` the mean over seeds with the t interval
-  over seeds (:func:`resflow.fitting.intervals.over_replicates`; one seed, or a seed whose fit fails, is said in
-  ``failure``, never hidden); the **plain exponent** (slope of log loss on log depth) and **verdict v2**
-  (:func:`resflow.fitting.verdict.convergence_verdict`) on the training lengths; the **lesion exponent**, the
-  slope of the mean lesion loss change against depth.
+* :func:`ladder_fits`, per width: the **depth law** :math:`L(\ell) = c\,\ell^{-\alpha} + L_\infty` fitted to
+  each seed's losses (:func:`resflow.fitting.fits.fit_offset`), :math:`\alpha` the mean over seeds with the t
+  interval over seeds (:func:`resflow.fitting.intervals.over_replicates`; one seed, or a seed whose fit fails,
+  is said in ``failure``, never hidden); the **plain exponent** (slope of log loss on log depth) and **verdict
+  v2** (:func:`resflow.fitting.verdict.convergence_verdict`) on the training lengths; the **lesion exponent**,
+  the slope of the mean lesion loss change against depth.
 * :func:`width_depth_fit`, with three widths or more: the Chinchilla form at fixed tokens,
-  :math:`c_m m^{-\alpha_m} + c_\ell \ell^{-\alpha_\ell} + L_0`, per seed (multi-start), t intervals over seeds.
+  :math:`c_m m^{-\alpha_m} + c_\ell \ell^{-\alpha_\ell} + L_0`, per seed (multi-start), t intervals over
+  seeds.
 
-Deterministic functions of the record: ``resflow report`` and ``resflow compare`` call them on the record, so a
-ladder has no fit record of its own.
+Deterministic functions of the record: ``resflow report`` and ``resflow compare`` call them on the record, so
+a ladder has no fit record of its own.
 """
 
 from __future__ import annotations
@@ -112,10 +113,12 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
             width=int(width), depths=tuple(depths), losses=tuple(float(v) for v in full.mean(axis=(1, 2))),
             seeds=int(ds.sizes["seed"]), alpha=law.value, alpha_low=law.low, alpha_high=law.high,
             alpha_per_seed=tuple(float(p[1]) for p in per_seed), c=_mean([p[0] for p in per_seed]),
-            c_per_seed=tuple(float(p[0]) for p in per_seed), limit_per_seed=tuple(float(p[2]) for p in per_seed),
+            c_per_seed=tuple(float(p[0]) for p in per_seed),
+            limit_per_seed=tuple(float(p[2]) for p in per_seed),
             loss_limit=_mean([p[2] for p in per_seed]), exponent=plain.value, exponent_low=plain.low,
             exponent_high=plain.high, lesion_exponent=lesion_interval.value, lesion_low=lesion_interval.low,
-            lesion_high=lesion_interval.high, converged=verdict.converged, verdict=verdict.text, failure=failure))
+            lesion_high=lesion_interval.high, converged=verdict.converged, verdict=verdict.text,
+            failure=failure))
     return fits
 
 
@@ -151,7 +154,8 @@ def _width_depth_one(m, ell, loss, starts: int = 48, seed: int = 0) -> tuple[np.
         return np.log(sum(terms(t))) - logy
 
     rng = np.random.default_rng(seed)
-    low, high = np.array([-4.0, 0.05, -4.0, 0.05, np.log(0.3)]), np.array([8.0, 2.0, 4.0, 2.0, np.log(loss.min())])
+    low, high = (np.array([-4.0, 0.05, -4.0, 0.05, np.log(0.3)]),
+                 np.array([8.0, 2.0, 4.0, 2.0, np.log(loss.min())]))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         found = [least_squares(residual, low + (high - low) * rng.random(5), method="trf", max_nfev=3000)
                  for _ in range(starts)]
@@ -159,7 +163,8 @@ def _width_depth_one(m, ell, loss, starts: int = 48, seed: int = 0) -> tuple[np.
     if not found:
         return np.full(5, np.nan), "no start converged"
     best = min(found, key=lambda r: r.cost)
-    agree = sum(1 for r in found if r.cost <= best.cost * (1 + 1e-6) + 1e-15 and abs(r.x[3] - best.x[3]) < 1e-3)
+    agree = sum(1 for r in found
+                if r.cost <= best.cost * (1 + 1e-6) + 1e-15 and abs(r.x[3] - best.x[3]) < 1e-3)
     if agree < 2:
         return best.x, f"only {agree} of {len(found)} starts reached the best optimum"
     share = [np.max(t / sum(terms(best.x))) for t in terms(best.x)[:2]]
@@ -175,8 +180,8 @@ def width_depth_fit(ds: xr.Dataset) -> WidthDepthFit:
     widths = [int(w) for w in ds["width"].values]
     if len(widths) < MIN_WIDTHS:
         return WidthDepthFit(alpha_m=nan, alpha_m_low=nan, alpha_m_high=nan, alpha_l=nan, alpha_l_low=nan,
-                             alpha_l_high=nan, loss_limit=nan, failure=f"needs {MIN_WIDTHS} widths or more (this "
-                                                                        f"ladder has {len(widths)})")
+                             alpha_l_high=nan, loss_limit=nan,
+                             failure=f"needs {MIN_WIDTHS} widths or more (this ladder has {len(widths)})")
     full = ds["val_loss"].sel(length=1.0).mean("batch").transpose("seed", "width", "depth").values
     m, ell = np.meshgrid(np.asarray(widths, float), ds["depth"].values.astype(float), indexing="ij")
     fits = [_width_depth_one(m.ravel(), ell.ravel(), one.ravel()) for one in full]

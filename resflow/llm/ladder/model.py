@@ -21,8 +21,8 @@ import torch
 
 from ...errors import ConfigError
 
-__all__ = ["HEAD_SIZE", "EOS", "require_llm", "train_tokenizer", "tokenizer_sha256", "encode_documents", "model_config",
-           "build_model", "decoder_layers", "residual_stream", "parameter_count"]
+__all__ = ["HEAD_SIZE", "EOS", "require_llm", "train_tokenizer", "tokenizer_sha256", "encode_documents",
+           "model_config", "build_model", "decoder_layers", "residual_stream", "parameter_count"]
 
 HEAD_SIZE = 32
 EOS = "<|endoftext|>"
@@ -34,14 +34,16 @@ def require_llm() -> None:
     try:
         import tokenizers  # noqa: F401
     except ImportError as exc:
-        raise ConfigError("the language-model ladder needs the llm extra: pip install 'resflow[llm]'.") from exc
+        raise ConfigError("the language-model ladder needs the llm extra: "
+                          "pip install 'resflow[llm]'.") from exc
 
 
 def _transformers():
     try:
         import transformers
     except ImportError as exc:
-        raise ConfigError("the language-model ladder needs the llm extra: pip install 'resflow[llm]'.") from exc
+        raise ConfigError("the language-model ladder needs the llm extra: "
+                          "pip install 'resflow[llm]'.") from exc
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     return transformers
@@ -54,8 +56,8 @@ def train_tokenizer(documents, vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     if not isinstance(vocab_size, int) or vocab_size < 257 + 1:
-        raise ConfigError(f"vocab_size must be an int of at least 258 (256 bytes, the end-of-text token and one "
-                          f"merge); got {vocab_size!r}.")
+        raise ConfigError("vocab_size must be an int of at least 258 "
+                          f"(256 bytes, the end-of-text token and one merge); got {vocab_size!r}.")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -90,7 +92,8 @@ def model_config(*, vocab_size: int, width: int, depth: int, context: int):
     mlp = -(-8 * width // 3 // 8) * 8
     return transformers.LlamaConfig(
         vocab_size=vocab_size, hidden_size=width, intermediate_size=mlp, num_hidden_layers=depth,
-        num_attention_heads=width // HEAD_SIZE, num_key_value_heads=width // HEAD_SIZE, max_position_embeddings=context,
+        num_attention_heads=width // HEAD_SIZE, num_key_value_heads=width // HEAD_SIZE,
+        max_position_embeddings=context,
         rms_norm_eps=1e-5, tie_word_embeddings=True, attention_dropout=0.0, initializer_range=0.02,
         bos_token_id=0, eos_token_id=0, pad_token_id=0, architectures=["LlamaForCausalLM"])
 

@@ -19,7 +19,8 @@ from ...presenting.compare import ComparisonRow, DepthPart
 from ...probing.interventions import InterventionRow, intervention_row
 from ...records.kinds import LM_LADDER
 from .fit import ladder_fits, width_depth_fit
-from .train import PROBE_METRICS, TrainedLadder
+from .measure import PROBE_METRICS
+from .train import TrainedLadder
 
 __all__ = ["ladder_dataset", "ladder_rows", "ladder_depth_parts",
            "ladder_intervention_rows", "ladder_tables", "plot_ladder", "ladder_problems", "KIND"]
@@ -62,27 +63,33 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
               "lesion": ("validation loss change when layer l is skipped", "nat"),
               "swap": ("validation loss change when layers l, l+1 run in the other order", "nat")}
     data = {
-        "val_loss": ((*dims, "length", "batch"), loss, {"long_name": "validation loss (mean next-token cross-entropy) "
-                                                        "per evaluation batch", "units": "nat"}),
-        "val_loss_curve": ((*dims, "step"), curve, {"long_name": "validation loss along training", "units": "nat"}),
-        "parameters": (("width", "depth"), params, {"long_name": "parameters without the embedding", "units": "1"}),
+        "val_loss": ((*dims, "length", "batch"), loss,
+                     {"long_name": "validation loss (mean next-token cross-entropy) per evaluation batch",
+                      "units": "nat"}),
+        "val_loss_curve": ((*dims, "step"), curve,
+                           {"long_name": "validation loss along training", "units": "nat"}),
+        "parameters": (("width", "depth"), params,
+                       {"long_name": "parameters without the embedding", "units": "1"}),
     }
     for name, values in per_layer.items():
         long_name, units = labels[name]
         data[name] = ((*dims, "layer"), values, {"long_name": long_name, "units": units})
     data["early_stop_fraction"] = (dims, scalars["early_stop_fraction"], {
-        "long_name": "fraction of tokens whose updates stop early (2-means of update-size profiles)", "units": "1"})
+        "long_name": "fraction of tokens whose updates stop early (2-means of update-size profiles)",
+        "units": "1"})
     data["angle_early_stop_fraction"] = (dims, scalars["angle_early_stop_fraction"], {
-        "long_name": "fraction of tokens in the early-stop cluster of the study's PCA of step angles", "units": "1"})
-    data["clean_loss"] = (dims, scalars["clean_loss"], {"long_name": "validation loss on the measurement windows",
-                                                        "units": "nat"})
+        "long_name": "fraction of tokens in the early-stop cluster of the study's PCA of step angles",
+        "units": "1"})
+    data["clean_loss"] = (dims, scalars["clean_loss"],
+                          {"long_name": "validation loss on the measurement windows", "units": "nat"})
     data["train_seconds"] = (dims, scalars["train_seconds"], {"long_name": "training time", "units": "s"})
     ds = xr.Dataset(data, coords={
         "width": ("width", widths, {"long_name": "model width d", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "decoder layers ℓ", "units": "layers"}),
         "seed": ("seed", seeds, {"long_name": "seed of the initialisation and the data order"}),
         "length": ("length", list(config.lengths), {"long_name": "training length (fraction of the budget)"}),
-        "batch": ("batch", np.arange(config.eval_batches), {"long_name": "evaluation batch of validation windows"}),
+        "batch": ("batch", np.arange(config.eval_batches),
+                  {"long_name": "evaluation batch of validation windows"}),
         "step": ("step", steps, {"long_name": "training step"}),
         "layer": ("layer", np.arange(n_layers), {"long_name": "layer index l"}),
     })
@@ -91,7 +98,8 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
     ds.attrs.update({"corpus": json.dumps(trained.corpus), "tokenizer_sha256": trained.tokenizer_sha256,
                      "tokens_per_model": str(config.tokens_per_model), "device": trained.device,
                      "trained_on": "; ".join(where) if len(where) == len({m.device for m in trained.models})
-                     else "; ".join([*where, "not recorded for some models (written before resflow kept it)"])})
+                     else "; ".join([*where, "not recorded for some models "
+                                             "(written before resflow kept it)"])})
     return ds
 
 
@@ -111,16 +119,18 @@ def ladder_rows(ds: xr.Dataset, record: str) -> list[ComparisonRow]:
         ok = fit.failure is None
         regime = (classify(fit.alpha_low, fit.alpha_high, "euler", fit.converged, "unconverged") if ok
                   else f"no result: {fit.failure}")
-        rows.append(ComparisonRow(source="llm", name=f"lm-ladder d={fit.width} ({fit.seeds} seeds, c ℓ^-α + L∞)",
+        rows.append(ComparisonRow(source="llm",
+                                  name=f"lm-ladder d={fit.width} ({fit.seeds} seeds, c ℓ^-α + L∞)",
                                   loss="cross-entropy", scheme="transformer", exponent=fit.alpha,
-                                  ci_low=fit.alpha_low if ok else math.nan, ci_high=fit.alpha_high if ok else math.nan,
+                                  ci_low=fit.alpha_low if ok else math.nan,
+                                  ci_high=fit.alpha_high if ok else math.nan,
                                   converged=fit.converged, regime=regime, record=record))
     return rows
 
 
 def ladder_depth_parts(ds: xr.Dataset) -> list[DepthPart]:
-    """Each model's loss minus the fitted L∞ against its depth, with the fitted c ℓ^-α, per width (for the
-    comparison figure, beside the depth part of a Chinchilla-form fit)."""
+    """Each model's loss minus the fitted L∞ against its depth, with the fitted c ℓ^-α, per width (for
+    the comparison figure, beside the depth part of a Chinchilla-form fit)."""
     parts = []
     for fit in ladder_fits(ds):
         if not math.isfinite(fit.alpha):
@@ -140,7 +150,8 @@ def ladder_intervention_rows(ds: xr.Dataset, record: str) -> list[InterventionRo
     deepest = int(ds["depth"].max())
     one = ds.sel(depth=deepest).mean("seed")
     return [intervention_row("lm ladder", f"lm-ladder d={int(w)}", deepest, "loss change",
-                             one["lesion"].sel(width=w).values[:deepest], one["swap"].sel(width=w).values[:deepest - 1],
+                             one["lesion"].sel(width=w).values[:deepest],
+                             one["swap"].sel(width=w).values[:deepest - 1],
                              None, record) for w in ds["width"].values]
 
 
@@ -159,37 +170,41 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
     fits = ladder_fits(ds)
     depths = [int(d) for d in ds["depth"].values]
     corpus = json.loads(ds.attrs.get("corpus", "{}"))
-    lines = [f"run {record}: {ds.sizes['seed']} seeds per model, {int(ds.attrs.get('tokens_per_model', 0)):,} tokens "
-             f"per model, corpus {corpus.get('name', '?')} ({corpus.get('train_tokens', '?')} training tokens)", "",
+    lines = [f"run {record}: {ds.sizes['seed']} seeds per model, "
+             f"{int(ds.attrs.get('tokens_per_model', 0)):,} tokens per model, "
+             f"corpus {corpus.get('name', '?')} ({corpus.get('train_tokens', '?')} training tokens)", "",
              "Validation loss (nats per token; mean over seeds):", "",
-             "| width | length | " + " | ".join(f"ℓ = {d}" for d in depths) + " |", "|---" * (len(depths) + 2) + "|"]
+             "| width | length | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
+             "|---" * (len(depths) + 2) + "|"]
     mean = ds["val_loss"].mean(("seed", "batch"))
     for w in ds["width"].values:
         for length in ds["length"].values:
             row = mean.sel(width=w, length=length).values
             lines.append(f"| {int(w)} | {float(length):g} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
-    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), the plain slope, the lesion "
-              "exponent and the verdict:", "",
+    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), the plain slope, "
+              "the lesion exponent and the verdict:", "",
               "| width | α [95%] | α per seed | L∞ | plain slope [95%] | lesion α [95%] | verdict |",
               "|---|---|---|---|---|---|---|"]
     for f in fits:
         # a failed fit shows no interval (one seed's would be evaluation noise only)
-        alpha = f"{_number(f.alpha, 2)} ({f.failure})" if f.failure else _interval(f.alpha, f.alpha_low, f.alpha_high)
+        alpha = (f"{_number(f.alpha, 2)} ({f.failure})" if f.failure
+                 else _interval(f.alpha, f.alpha_low, f.alpha_high))
         lines.append(f"| {f.width} | {alpha} | {', '.join(_number(a, 2) for a in f.alpha_per_seed)} | "
                      f"{_number(f.loss_limit)} | {_interval(f.exponent, f.exponent_low, f.exponent_high)} | "
                      f"{_interval(f.lesion_exponent, f.lesion_low, f.lesion_high)} | {f.verdict} |")
     if ds.sizes["seed"] < 2:
-        lines += ["", "One seed: the plain slope's and the lesion exponent's intervals are evaluation noise only "
-                  "(bootstrap over the evaluation batches), not seed to seed."]
+        lines += ["", "One seed: the plain slope's and the lesion exponent's intervals are evaluation noise "
+                  "only (bootstrap over the evaluation batches), not seed to seed."]
     both = width_depth_fit(ds)
-    lines += ["", "The Chinchilla form at fixed tokens, c_m m^-α_m + c_ℓ ℓ^-α_ℓ + L0 (per seed; t interval over "
-              "seeds): " + (f"not fitted: {both.failure}" if both.failure and not math.isfinite(both.alpha_l) else
-                            f"α_m = {_interval(both.alpha_m, both.alpha_m_low, both.alpha_m_high)}, α_ℓ = "
-                            f"{_interval(both.alpha_l, both.alpha_l_low, both.alpha_l_high)}, L0 = "
-                            f"{_number(both.loss_limit)}" + (f" (failed: {both.failure})" if both.failure else ""))]
-    lines += ["", "Signatures per depth (mean over seeds; the residual stream on the measurement windows): median "
-              "layer's update angle (rad), early-stop fractions (update sizes; the study's step-angle PCA), mean "
-              "lesion and swap loss change (nats):", "",
+    chinchilla = (f"not fitted: {both.failure}" if both.failure and not math.isfinite(both.alpha_l) else
+                  f"α_m = {_interval(both.alpha_m, both.alpha_m_low, both.alpha_m_high)}, α_ℓ = "
+                  f"{_interval(both.alpha_l, both.alpha_l_low, both.alpha_l_high)}, L0 = "
+                  f"{_number(both.loss_limit)}" + (f" (failed: {both.failure})" if both.failure else ""))
+    lines += ["", "The Chinchilla form at fixed tokens, c_m m^-α_m + c_ℓ ℓ^-α_ℓ + L0 "
+              "(per seed; t interval over seeds): " + chinchilla]
+    lines += ["", "Signatures per depth (mean over seeds; the residual stream on the measurement windows): "
+              "median layer's update angle (rad), early-stop fractions (update sizes; the study's step-angle "
+              "PCA), mean lesion and swap loss change (nats):", "",
               "| width | ℓ | update angle (middle layer) | early-stop | angle early-stop | lesion | swap |",
               "|---|---|---|---|---|---|---|"]
     for w in ds["width"].values:
@@ -233,12 +248,14 @@ def plot_ladder(ds: xr.Dataset, fits=None):
         curve = one["val_loss_curve"].sel(depth=d).mean("seed")
         axes[1].plot(one["step"].values[1:], curve.values[1:], color=color, label=f"ℓ={d}")
         if d >= 2:  # update angle l is between the updates of layers l and l + 1 (l = 0 .. d - 2)
-            axes[2].plot((np.arange(d - 1) + 1) / d, one["update_angle"].sel(depth=d).mean("seed").values[: d - 1],
+            axes[2].plot((np.arange(d - 1) + 1) / d,
+                         one["update_angle"].sel(depth=d).mean("seed").values[: d - 1],
                          "o-", color=color, ms=3)
         axes[3].plot((np.arange(d) + 0.5) / d, one["lesion"].sel(depth=d).mean("seed").values[:d], "o-",
                      color=color, ms=3)
     axes[1].set(xlabel="step", ylabel="validation loss", title=f"training (d={width})")
     axes[1].legend(fontsize=7)
     axes[2].set(xlabel="relative layer l/ℓ", ylabel="update angle (rad)", title="update angles")
-    axes[3].set(yscale="log", xlabel="relative layer l/ℓ", ylabel="loss change (nats)", title="lesion profiles")
+    axes[3].set(yscale="log", xlabel="relative layer l/ℓ", ylabel="loss change (nats)",
+                title="lesion profiles")
     return fig

@@ -1,12 +1,11 @@
 """The depth ladder: language models of one width and one token budget at several depths, trained here.
 
 :class:`LadderConfig` is the configuration of ``resflow run lm-ladder`` (presets in ``sims/lm_ladder.py``);
-:func:`train_ladder` trains every model of it into a work directory, model by model (a finished model is
-never retrained; an interrupted one resumes from its checkpoint), and measures each on the fixed
-validation split: the validation loss per training length, the probes of its residual stream and the
-loss change when a layer is skipped (lesion) or two neighbours run in the other order (swap).  Writing
-the record, fitting and drawing is :func:`resflow.workflows.run_ladder`.  Design:
-``docs/design/lm-ladder.md``.
+:func:`train_ladder` trains every model of it into a work directory, model by model (a finished model is never
+retrained; an interrupted one resumes from its checkpoint), and measures each on the fixed validation split:
+the validation loss per training length, the probes of its residual stream and the loss change when a layer is
+skipped (lesion) or two neighbours run in the other order (swap).  Writing the record, fitting and drawing is
+:func:`resflow.workflows.run_ladder`.  Design: ``docs/design/lm-ladder.md``.
 """
 
 from __future__ import annotations
@@ -25,28 +24,24 @@ from ..._atomic import atomic_write
 from ..._overrides import field_types, typed_assignment
 from ..._validate import check_int, check_real, check_sequence
 from ...errors import ConfigError
-from ...probing.probes import probe_states
 from ...training.engine import resolve_device
-from ..probes.interventions import _hooks, _replace_output
 from .corpus import load_corpus
+from .measure import PROBE_METRICS, measure_model
 from .model import (
     HEAD_SIZE,
     build_model,
-    decoder_layers,
     encode_documents,
     parameter_count,
-    residual_stream,
     tokenizer_sha256,
     train_tokenizer,
 )
-from .training import LMRecipe, train_model, validation_losses, validation_windows
+from .training import LMRecipe, train_model, validation_windows
 
 __all__ = ["LadderConfig", "LadderModel", "TrainedLadder", "train_ladder", "measure_model", "model_name",
            "check_device", "PROBE_METRICS", "SPEED_ONLY"]
 
 SPEED_ONLY = ("device", "workers")  # settings that change how fast a ladder trains, not its results
 
-PROBE_METRICS = ("step_angle", "update_angle", "norm", "update_norm")
 RESULT = "result.json"
 
 
@@ -55,8 +50,8 @@ class LadderConfig:
     """Everything that defines a ladder: corpus and tokenizer, the models, the recipe, the measurements.
 
     Every ``width`` x ``depth`` x seed is one model; seed ``s`` draws the initialisation and the data order
-    (seeds ``first_seed ... first_seed + seeds - 1``).  ``steps`` x ``batch`` x ``context`` tokens per
-    model; ``lengths`` are the shorter budgets the verdict compares (forks, :mod:`resflow.llm.ladder.training`).
+    (seeds ``first_seed ... first_seed + seeds - 1``).  ``steps`` x ``batch`` x ``context`` tokens per model;
+    ``lengths`` are the shorter budgets the verdict compares (forks, :mod:`resflow.llm.ladder.training`).
     ``corpus`` empty: the pinned default (:mod:`resflow.llm.ladder.corpus`).  ``workers`` > 1 trains that many
     models at once in worker processes (on a GPU, where one small model leaves it mostly idle).
     """
@@ -85,26 +80,28 @@ class LadderConfig:
     workers: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "seeds", "context", "steps", "batch", "eval_every", "eval_batches", "val_tokens",
-                     "measure_windows", "checkpoint_every", "workers"):
+        for name in ("vocab_size", "seeds", "context", "steps", "batch", "eval_every", "eval_batches",
+                     "val_tokens", "measure_windows", "checkpoint_every", "workers"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
         for name in ("first_seed", "warmup"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
         if self.vocab_size < 258:
-            raise ConfigError(f"vocab_size must be at least 258 (256 bytes, the end-of-text token, one merge); got "
-                              f"{self.vocab_size}.")
-        widths = tuple(check_int("widths", w, minimum=HEAD_SIZE) for w in check_sequence("widths", self.widths,
-                                                                                           example="(64, 128)"))
+            raise ConfigError("vocab_size must be at least 258 (256 bytes, the end-of-text token, "
+                              f"one merge); got {self.vocab_size}.")
+        widths = tuple(check_int("widths", w, minimum=HEAD_SIZE)
+                       for w in check_sequence("widths", self.widths, example="(64, 128)"))
         if not widths or any(w % HEAD_SIZE for w in widths) or len(set(widths)) != len(widths):
-            raise ConfigError(f"widths must be distinct multiples of the head size {HEAD_SIZE}; got {self.widths}.")
-        depths = tuple(sorted(check_int("depths", d, minimum=1) for d in check_sequence("depths", self.depths,
-                                                                                        example="(1, 2, 4, 8)")))
+            raise ConfigError(f"widths must be distinct multiples of the head size {HEAD_SIZE}; "
+                              f"got {self.widths}.")
+        depths = tuple(sorted(check_int("depths", d, minimum=1)
+                              for d in check_sequence("depths", self.depths, example="(1, 2, 4, 8)")))
         if len(set(depths)) != len(depths) or len(depths) < 2:
             raise ConfigError(f"depths must be at least two distinct depths; got {self.depths}.")
         lengths = tuple(sorted(check_real("lengths", v, low=0.0, high=1.0, low_open=True)
                                for v in check_sequence("lengths", self.lengths, example="(0.25, 0.5, 1)")))
         if not lengths or lengths[-1] != 1.0 or len(set(lengths)) != len(lengths):
-            raise ConfigError(f"lengths must be distinct fractions in (0, 1] including 1; got {self.lengths}.")
+            raise ConfigError("lengths must be distinct fractions in (0, 1] including 1; "
+                              f"got {self.lengths}.")
         object.__setattr__(self, "widths", tuple(sorted(widths)))
         object.__setattr__(self, "depths", depths)
         object.__setattr__(self, "lengths", lengths)
@@ -117,17 +114,17 @@ class LadderConfig:
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N; got {self.device!r}.")
         if self.corpus and not Path(self.corpus).expanduser().exists():
-            raise ConfigError(f"corpus {self.corpus!r} does not exist; pass a directory of .txt/.md files, a zip, or "
-                              "leave corpus empty for the pinned default.")
+            raise ConfigError(f"corpus {self.corpus!r} does not exist; pass a directory of .txt/.md files, "
+                              "a zip, or leave corpus empty for the pinned default.")
         forks = [round((1 - self.decay_fraction) * round(f * self.steps)) for f in self.lengths[:-1]]
         if len(set(forks)) != len(forks):
-            raise ConfigError(f"lengths {self.lengths} of {self.steps} steps fork at the same step ({forks}); use "
-                              "lengths further apart or more steps.")
+            raise ConfigError(f"lengths {self.lengths} of {self.steps} steps fork at the same step "
+                              f"({forks}); use lengths further apart or more steps.")
         first_fork = forks[0] if forks else self.steps
         if len(self.lengths) > 1 and first_fork <= self.warmup:
-            raise ConfigError(f"the shortest length {self.lengths[0]:g} of {self.steps} steps starts its decay at step "
-                              f"{first_fork}, inside the {self.warmup} warmup steps; train longer, warm up for fewer "
-                              "steps, or drop the short lengths.")
+            raise ConfigError(f"the shortest length {self.lengths[0]:g} of {self.steps} steps starts its "
+                              f"decay at step {first_fork}, inside the {self.warmup} warmup steps; "
+                              "train longer, warm up for fewer steps, or drop the short lengths.")
 
     @property
     def seed_ids(self) -> range:
@@ -138,10 +135,10 @@ class LadderConfig:
         return [(w, d, s) for w in self.widths for d in self.depths for s in self.seed_ids]
 
     def recipe(self, device: str) -> LMRecipe:
-        return LMRecipe(steps=self.steps, batch=self.batch, context=self.context, lr=self.lr, warmup=self.warmup,
-                        decay_fraction=self.decay_fraction, weight_decay=self.weight_decay, lengths=self.lengths,
-                        eval_every=self.eval_every, eval_batches=self.eval_batches,
-                        checkpoint_every=self.checkpoint_every, device=device)
+        return LMRecipe(steps=self.steps, batch=self.batch, context=self.context, lr=self.lr,
+                        warmup=self.warmup, decay_fraction=self.decay_fraction,
+                        weight_decay=self.weight_decay, lengths=self.lengths, eval_every=self.eval_every,
+                        eval_batches=self.eval_batches, checkpoint_every=self.checkpoint_every, device=device)
 
     @property
     def tokens_per_model(self) -> int:
@@ -150,12 +147,14 @@ class LadderConfig:
     @property
     def progress_total(self) -> int:
         """Steps of the whole ladder, forks included (what the progress bar counts)."""
-        per_model = self.steps + sum(round(f * self.steps) - round((1 - self.decay_fraction) * round(f * self.steps))
+        per_model = self.steps + sum(round(f * self.steps)
+                                     - round((1 - self.decay_fraction) * round(f * self.steps))
                                      for f in self.lengths[:-1])
         return per_model * len(self.models())
 
     def describe(self) -> str:
-        return f"{len(self.models())} language models, {self.steps} steps ({self.tokens_per_model:,} tokens) each"
+        tokens = f"{self.tokens_per_model:,} tokens"
+        return f"{len(self.models())} language models, {self.steps} steps ({tokens}) each"
 
     @staticmethod
     def keys() -> dict[str, Any]:
@@ -194,7 +193,8 @@ class LadderModel:
     clean_loss: float  # on the measurement windows
     lesion: list[float]  # loss increase when layer k is skipped (depth,)
     swap: list[float]  # loss increase when layers k, k + 1 run in the other order (depth - 1,)
-    device: str = ""  # where it was trained (e.g. "cuda: NVIDIA H200"); "" in results written before it was kept
+    # where it was trained (e.g. "cuda: NVIDIA H200"); "" in results written before it was kept
+    device: str = ""
 
     def to_json(self) -> dict:
         def finite(v):  # JSON has no NaN or infinity: null, at any depth
@@ -224,45 +224,6 @@ class TrainedLadder:
     tokenizer_sha256: str
     device: str
     run_dir: Path
-
-
-@torch.no_grad()
-def measure_model(model, windows: torch.Tensor, *, name: str = "model", seed: int = 0) -> dict[str, Any]:
-    """Probes of the residual stream and lesion/swap loss changes of ``model`` on ``windows`` ``(n, T + 1)``."""
-    model.eval()
-    device = next(model.parameters()).device
-    windows = windows.to(device)
-    depth = len(decoder_layers(model))
-
-    def loss() -> float:
-        return float(validation_losses(model, windows, 1)[0])
-
-    clean = loss()
-    layers = decoder_layers(model)
-
-    def skip(module, args, kwargs, output):
-        return _replace_output(output, args[0] if args else kwargs["hidden_states"])
-
-    lesion = []
-    for layer in layers:
-        with _hooks([layer.register_forward_hook(skip, with_kwargs=True)]):
-            lesion.append(loss() - clean)
-    swap = []
-    for k in range(depth - 1):
-        layers[k], layers[k + 1] = layers[k + 1], layers[k]
-        try:
-            swap.append(loss() - clean)
-        finally:
-            layers[k], layers[k + 1] = layers[k + 1], layers[k]
-    probe = {m: [float("nan")] * (depth + 1) for m in PROBE_METRICS}
-    early = angle_early = float("nan")
-    if depth >= 2:  # the probe metrics need two updates at least
-        states = residual_stream(model, windows[:, :-1]).float().cpu()
-        result = probe_states([states.flatten(1, 2)], name, kind="lm", seed=seed)
-        probe = {m: [float(v) for v in result.mean[m]] for m in PROBE_METRICS}
-        early, angle_early = result.early_stop_fraction, result.angle_early_stop_fraction
-    return {"probe": probe, "early_stop_fraction": float(early), "angle_early_stop_fraction": float(angle_early),
-            "clean_loss": clean, "lesion": lesion, "swap": swap}
 
 
 def _device_name(device: str) -> str:
@@ -305,10 +266,12 @@ class _Data:
 def _data(config: LadderConfig, run_dir: Path) -> _Data:
     corpus = load_corpus(config.corpus or None)
     tokenizer = _tokenizer(run_dir, corpus, config.vocab_size)
-    windows = validation_windows(encode_documents(tokenizer, corpus.validation), config.context, config.val_tokens)
+    validation = encode_documents(tokenizer, corpus.validation)
+    windows = validation_windows(validation, config.context, config.val_tokens)
     if len(windows) < config.eval_batches:  # before any model trains
-        raise ConfigError(f"{len(windows)} validation windows cannot make {config.eval_batches} evaluation batches; "
-                          "raise val_tokens, lower eval_batches, or give the corpus more validation text.")
+        raise ConfigError(f"{len(windows)} validation windows cannot make {config.eval_batches} evaluation "
+                          "batches; raise val_tokens, lower eval_batches, or give the corpus more validation "
+                          "text.")
     return _Data(corpus, tokenizer, encode_documents(tokenizer, corpus.train), windows)
 
 
@@ -317,15 +280,16 @@ def check_device(config: LadderConfig) -> str:
     return _device(config.device)
 
 
-def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, depth: int, seed: int, device: str,
-               report: Callable[[int], None] | None) -> LadderModel:
+def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, depth: int, seed: int,
+               device: str, report: Callable[[int], None] | None) -> LadderModel:
     """Train, measure and save one model (resuming its checkpoint); its ``result.json`` is written last."""
     name = model_name(width, depth, seed)
     folder = run_dir / "models" / name
     folder.mkdir(parents=True, exist_ok=True)
-    model = build_model(vocab_size=len(data.tokenizer), width=width, depth=depth, context=config.context, seed=seed)
-    trained = train_model(model, data.train_stream, data.windows, config.recipe(device), seed=seed, work_dir=folder,
-                          progress=report)
+    model = build_model(vocab_size=len(data.tokenizer), width=width, depth=depth, context=config.context,
+                        seed=seed)
+    trained = train_model(model, data.train_stream, data.windows, config.recipe(device), seed=seed,
+                          work_dir=folder, progress=report)
     measured = measure_model(model, data.windows[: config.measure_windows], name=name, seed=seed)
     entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
                         losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
@@ -338,15 +302,17 @@ def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, dep
     return entry
 
 
-def _worker(config_json: str, run_dir: str, width: int, depth: int, seed: int, device: str, threads: int) -> None:
+def _worker(config_json: str, run_dir: str, width: int, depth: int, seed: int, device: str,
+            threads: int) -> None:
     """One model in a worker process (``workers`` > 1)."""
     torch.set_num_threads(threads)
-    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(config_json).items()})
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(config_json).items()}
+    config = LadderConfig(**fields)
     _train_one(config, Path(run_dir), _data(config, Path(run_dir)), width, depth, seed, device, None)
 
 
-def train_ladder(config: LadderConfig, run_dir: Path, *, progress: Callable[[int, int, str], None] | None = None
-                 ) -> TrainedLadder:
+def train_ladder(config: LadderConfig, run_dir: Path, *,
+                 progress: Callable[[int, int, str], None] | None = None) -> TrainedLadder:
     """Train and measure every model of ``config`` in ``run_dir`` (resuming what is there).
 
     ``progress(steps done, total steps, model name)`` counts the steps of the whole ladder (with ``workers``
@@ -367,9 +333,10 @@ def train_ladder(config: LadderConfig, run_dir: Path, *, progress: Callable[[int
         import os
 
         threads = max(1, (os.cpu_count() or 1) // config.workers)
-        with concurrent.futures.ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")
-                                                    ) as pool:
-            futures = {pool.submit(_worker, config.to_json(), str(run_dir), *m, device, threads): m for m in todo}
+        with concurrent.futures.ProcessPoolExecutor(config.workers,
+                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_worker, config.to_json(), str(run_dir), *m, device, threads): m
+                       for m in todo}
             try:
                 for future in concurrent.futures.as_completed(futures):
                     future.result()
@@ -386,12 +353,13 @@ def train_ladder(config: LadderConfig, run_dir: Path, *, progress: Callable[[int
                       ) if progress else None
             _train_one(config, run_dir, data, width, depth, seed, device, report)
             done += 1
-    models = tuple(LadderModel.from_json(json.loads((run_dir / "models" / model_name(*m) / RESULT).read_text()))
-                   for m in config.models())
+    results = (run_dir / "models" / model_name(*m) / RESULT for m in config.models())
+    models = tuple(LadderModel.from_json(json.loads(path.read_text())) for path in results)
     corpus = data.corpus
     info = {"name": corpus.name, "source": corpus.source, "sha256": corpus.sha256,
             "train_characters": corpus.characters[0], "validation_characters": corpus.characters[1],
-            "validation_documents": list(corpus.validation_names), "train_tokens": int(len(data.train_stream)),
+            "validation_documents": list(corpus.validation_names),
+            "train_tokens": int(len(data.train_stream)),
             "validation_tokens": int(data.windows.shape[0] * config.context)}
-    return TrainedLadder(config=config, models=models, corpus=info, tokenizer_sha256=tokenizer_sha256(data.tokenizer),
-                         device=device, run_dir=run_dir)
+    return TrainedLadder(config=config, models=models, corpus=info,
+                         tokenizer_sha256=tokenizer_sha256(data.tokenizer), device=device, run_dir=run_dir)

@@ -80,19 +80,20 @@ def fork_step(total: int, decay_fraction: float) -> int:
 
 
 def validation_windows(stream: np.ndarray, context: int, max_tokens: int) -> torch.Tensor:
-    """Non-overlapping windows ``(n, context + 1)`` of a token stream: as many as hold ``max_tokens`` predicted
-    tokens (at least one)."""
+    """Non-overlapping windows ``(n, context + 1)`` of a token stream: as many as hold ``max_tokens``
+    predicted tokens (at least one)."""
     n = min((len(stream) - 1) // context, max(1, max_tokens // context))
     if n < 1:
-        raise ConfigError(f"the validation stream has {len(stream)} tokens, fewer than one window of {context + 1}; "
-                          "use a shorter context or a corpus with more validation text.")
+        raise ConfigError(f"the validation stream has {len(stream)} tokens, fewer than one window of "
+                          f"{context + 1}; use a shorter context or a corpus with more validation text.")
     idx = np.arange(n)[:, None] * context + np.arange(context + 1)[None, :]
     return torch.from_numpy(stream[idx].astype(np.int64))
 
 
 def _loss(model, windows: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     logits = model(input_ids=windows[:, :-1], use_cache=False).logits
-    return torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), windows[:, 1:], reduction=reduction)
+    return torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), windows[:, 1:],
+                                             reduction=reduction)
 
 
 @torch.no_grad()
@@ -127,8 +128,8 @@ def _steps(model, opt, stream: torch.Tensor, gen: torch.Generator, recipe: LMRec
         batch = stream[starts[:, None] + offsets].to(device)
         loss = _loss(model, batch)
         if not torch.isfinite(loss):
-            raise TrainingDivergedError(f"the training loss became {float(loss.detach())} at step {step}; train with a "
-                                        f"lower lr (it is {recipe.lr:g}) or a longer warmup.")
+            raise TrainingDivergedError(f"the training loss became {float(loss.detach())} at step {step}; "
+                                        f"train with a lower lr (it is {recipe.lr:g}) or a longer warmup.")
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -147,8 +148,9 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     """
     lengths = sorted(recipe.lengths)
     if len(windows) < recipe.eval_batches:
-        raise ConfigError(f"{len(windows)} validation windows cannot make {recipe.eval_batches} evaluation batches; "
-                          "raise val_tokens, lower eval_batches, or give the corpus more validation text.")
+        raise ConfigError(f"{len(windows)} validation windows cannot make {recipe.eval_batches} evaluation "
+                          "batches; raise val_tokens, lower eval_batches, or give the corpus more validation "
+                          "text.")
     if len(train_stream) <= recipe.context + 1:
         raise ConfigError(f"the training stream has {len(train_stream)} tokens, not more than one window of "
                           f"{recipe.context + 1}; use a shorter context or a larger corpus.")
@@ -223,7 +225,8 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     result.seconds = elapsed + time.perf_counter() - began
     result.steps_done = recipe.steps
     if not np.isfinite(result.losses).all():
-        raise TrainingDivergedError(f"a validation loss is not finite; train with a lower lr (it is {recipe.lr:g}).")
+        raise TrainingDivergedError("a validation loss is not finite; "
+                                    f"train with a lower lr (it is {recipe.lr:g}).")
     model.eval()
     return result
 

@@ -27,7 +27,8 @@ from ...probing.probes import ProbeAccumulator, ProbeResult
 __all__ = ["read_texts", "load_hf", "probe_hf"]
 
 FINAL_NORM = {"gpt_neox": "gpt_neox.final_layer_norm", "opt": "model.decoder.final_layer_norm",
-              "llama": "model.norm", "qwen2": "model.norm", "mistral": "model.norm", "gpt2": "transformer.ln_f"}
+              "llama": "model.norm", "qwen2": "model.norm", "mistral": "model.norm",
+              "gpt2": "transformer.ln_f"}
 LAYERS = {"gpt_neox": "gpt_neox.layers", "opt": "model.decoder.layers", "llama": "model.layers",
           "qwen2": "model.layers", "mistral": "model.layers", "gpt2": "transformer.h"}
 
@@ -36,7 +37,8 @@ def read_texts(path: str | Path) -> list[str]:
     """Non-empty lines of a UTF-8 text file."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"texts file {str(path)!r} does not exist; pass a UTF-8 file with one text per line.")
+        raise ConfigError(f"texts file {str(path)!r} does not exist; "
+                          "pass a UTF-8 file with one text per line.")
     texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not texts:
         raise ConfigError(f"texts file {str(path)!r} is empty; it needs at least one non-empty line.")
@@ -59,11 +61,13 @@ def load_hf(model_or_dir: str | Path, *, device: str = "cpu", dtype: torch.dtype
     try:
         import transformers
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigError("probing transformer models needs the llm extra: pip install 'resflow[llm]'.") from exc
+        raise ConfigError("probing transformer models needs the llm extra: "
+                          "pip install 'resflow[llm]'.") from exc
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
     source = str(model_or_dir)
-    if (source.startswith((".", "/", "~")) or Path(source).exists()) and not Path(source).expanduser().is_dir():
+    if ((source.startswith((".", "/", "~")) or Path(source).exists())
+            and not Path(source).expanduser().is_dir()):
         raise ConfigError(f"model directory {source!r} does not exist; pass a directory with config.json and "
                           "weights, or a model name in the local hub cache.")
     try:
@@ -102,8 +106,8 @@ def probe_hf(model_or_dir: str | Path, texts: list[str], *, max_tokens: int = 40
         for start in range(0, len(texts), batch_size):
             if used >= max_tokens:
                 break
-            enc = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True, truncation=True,
-                            max_length=max_length).to(device)
+            enc = tokenizer(texts[start:start + batch_size], return_tensors="pt", padding=True,
+                            truncation=True, max_length=max_length).to(device)
             out = model(**enc, output_hidden_states=True)
             if getattr(out, "hidden_states", None) is None:
                 raise ConfigError(f"{model_or_dir!r} returned no hidden states; it cannot be probed.")

@@ -84,8 +84,8 @@ def _layers(model, causal: bool):
     kind = getattr(model.config, "model_type", "")
     layers = _module(model, (LAYERS if causal else ENCODER_LAYERS).get(kind))
     if layers is None or not len(layers):
-        raise ConfigError(f"model type {kind!r} has no residual layers resflow knows how to intervene on; known: "
-                          f"{', '.join(sorted(LAYERS | ENCODER_LAYERS))}.")
+        raise ConfigError(f"model type {kind!r} has no residual layers resflow knows how to intervene on; "
+                          f"known: {', '.join(sorted(LAYERS | ENCODER_LAYERS))}.")
     return layers
 
 
@@ -98,7 +98,8 @@ def _positions(tokenizer, ids: list[int], subject: str | None) -> list[int]:
         for start in range(len(ids) - len(sub), -1, -1):
             if sub and ids[start:start + len(sub)] == sub:
                 return list(range(start, start + len(sub)))
-    raise ConfigError(f"subject {subject!r} is not a run of tokens of the prompt; pass a word or phrase of it.")
+    raise ConfigError(f"subject {subject!r} is not a run of tokens of the prompt; "
+                      "pass a word or phrase of it.")
 
 
 @torch.no_grad()
@@ -131,7 +132,8 @@ def intervene_model(model_or_dir: str | Path, prompt: str, *, target: str = "", 
         target_id = target_ids[0]
     positions = _positions(tokenizer, ids, subject) if "trace" in interventions else []
     if "trace" in interventions and not positions:
-        raise ConfigError("a trace needs --subject, the words of the prompt to corrupt (e.g. 'The Space Needle').")
+        raise ConfigError("a trace needs --subject, the words of the prompt to corrupt "
+                          "(e.g. 'The Space Needle').")
 
     def run(batch: int) -> torch.Tensor:
         """One forward of the prompt repeated ``batch`` times -> the measure's raw output per row."""
@@ -162,7 +164,8 @@ def intervene_model(model_or_dir: str | Path, prompt: str, *, target: str = "", 
                 return _replace_output(output, hidden)
             return hook
 
-        with _hooks([layer.register_forward_hook(skip(k), with_kwargs=True) for k, layer in enumerate(layers)]):
+        with _hooks([layer.register_forward_hook(skip(k), with_kwargs=True)
+                     for k, layer in enumerate(layers)]):
             result.lesion = measure(run(depth))
         report("lesion", 1, 1)
     if "swap" in interventions:

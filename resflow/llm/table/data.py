@@ -34,9 +34,10 @@ OPTIONAL_COLUMNS = ("model_size", "FLOP")  # carried into the record when the ta
 CHINCHILLA = {
     "file": "chinchilla_depth_width.csv",
     "sha256": "cb474e8f5fc87be4132190a0c782d1521c4f06b9c041395b3a78ff2ffc34f83e",
-    "url": "https://raw.githubusercontent.com/liuyz0/DepthScaling/main/Scaling/get_fitting_data_chinchilla.csv",
-    "source": "Besiroglu et al. 2024 (Epoch AI) reconstruction of Hoffmann et al. 2022 Fig. 4; widths and depths "
-              "from Hoffmann et al. Table A9 via Liu et al. arXiv:2602.05970",
+    "url": "https://raw.githubusercontent.com/liuyz0/DepthScaling/main/Scaling/"
+           "get_fitting_data_chinchilla.csv",
+    "source": "Besiroglu et al. 2024 (Epoch AI) reconstruction of Hoffmann et al. 2022 Fig. 4; widths and "
+              "depths from Hoffmann et al. Table A9 via Liu et al. arXiv:2602.05970",
     "license": "none stated by either source repository (not redistributed by resflow)",
 }
 
@@ -59,8 +60,8 @@ def resolve_table_path(path: str | Path | None = None, *, download: bool = False
         candidate = Path(env) / CHINCHILLA["file"]
         if candidate.is_file():
             if _sha256(candidate) != CHINCHILLA["sha256"]:
-                warnings.warn(f"{candidate} differs from the pinned Chinchilla table (sha256 mismatch); using it as "
-                              "given.", stacklevel=2)
+                warnings.warn(f"{candidate} differs from the pinned Chinchilla table (sha256 mismatch); "
+                              "using it as given.", stacklevel=2)
             return candidate
     if download:
         import pooch
@@ -69,14 +70,16 @@ def resolve_table_path(path: str | Path | None = None, *, download: bool = False
             return Path(pooch.retrieve(CHINCHILLA["url"], known_hash=f"sha256:{CHINCHILLA['sha256']}",
                                        fname=CHINCHILLA["file"], path=pooch.os_cache("resflow")))
         except Exception as exc:  # network errors come in many types
-            raise ConfigError(f"could not download the Chinchilla table ({type(exc).__name__}: {exc}); pass --data "
-                              "PATH or set RESFLOW_DATA_DIR.") from None
+            raise ConfigError(f"could not download the Chinchilla table ({type(exc).__name__}: {exc}); "
+                              "pass --data PATH or set RESFLOW_DATA_DIR.") from None
     raise ConfigError("no data: pass --data PATH (a CSV with columns " + ", ".join(REQUIRED_COLUMNS) +
-                      f"), set RESFLOW_DATA_DIR to a folder holding {CHINCHILLA['file']}, or allow --download.")
+                      f"), set RESFLOW_DATA_DIR to a folder holding {CHINCHILLA['file']}, "
+                      "or allow --download.")
 
 
 def parse_column_map(spec: str | None) -> dict[str, str]:
-    """``"d_model=width,n_layers=depth"`` -> ``{"d_model": "width", "n_layers": "depth"}`` (expected=actual)."""
+    """``"d_model=width,n_layers=depth"`` -> ``{"d_model": "width", "n_layers": "depth"}``
+    (expected=actual)."""
     if not spec:
         return {}
     out = {}
@@ -93,7 +96,8 @@ def parse_column_map(spec: str | None) -> dict[str, str]:
 
 def load_scaling_table(path: str | Path | None = None, *, columns: dict[str, str] | None = None,
                        download: bool = False) -> pd.DataFrame:
-    """Read and validate a scaling table; returns the required columns (and the optional ones it has) as floats.
+    """Read and validate a scaling table; returns the required columns (and the optional ones it has) as
+    floats.
 
     ``attrs``: ``path``, ``sha256`` and ``chinchilla`` (whether this is the pinned Chinchilla table, the one
     table the study's exclusion of its 40 highest losses is meant for)."""
@@ -104,7 +108,8 @@ def load_scaling_table(path: str | Path | None = None, *, columns: dict[str, str
         raise ConfigError(f"cannot parse {str(path)!r} as CSV ({exc}).") from None
     columns = columns or {}
     headers = [str(c) for c in raw.columns]
-    duplicated = sorted({c for c in headers if c.rpartition(".")[2].isdigit() and c.rpartition(".")[0] in headers})
+    duplicated = sorted({c for c in headers
+                         if c.rpartition(".")[2].isdigit() and c.rpartition(".")[0] in headers})
     if duplicated:  # pandas renames a repeated header "x" to "x.1"
         raise ConfigError(f"{str(path)!r} repeats the column(s) {duplicated}; give each column one header.")
     frame = {}
@@ -113,20 +118,22 @@ def load_scaling_table(path: str | Path | None = None, *, columns: dict[str, str
         if actual not in raw.columns:
             if name in OPTIONAL_COLUMNS:
                 continue
-            raise ConfigError(f"{str(path)!r} has no column {actual!r} (needed for {name!r}); its columns are "
-                              f"{list(raw.columns)}. Map names with --columns {name}=<your column>.")
+            raise ConfigError(f"{str(path)!r} has no column {actual!r} (needed for {name!r}); "
+                              f"its columns are {list(raw.columns)}. "
+                              f"Map names with --columns {name}=<your column>.")
         values = pd.to_numeric(raw[actual], errors="coerce")
         bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=float)) | (values.to_numpy(dtype=float) <= 0))
         if bad.size:
-            raise ConfigError(f"column {actual!r} of {str(path)!r} must hold positive numbers; row {int(bad[0]) + 2} "
-                              f"has {raw[actual].iloc[bad[0]]!r}.")
+            raise ConfigError(f"column {actual!r} of {str(path)!r} must hold positive numbers; "
+                              f"row {int(bad[0]) + 2} has {raw[actual].iloc[bad[0]]!r}.")
         frame[name] = values.astype(float)
     table = pd.DataFrame(frame)
     if len(table) < 10:
         raise ConfigError(f"{str(path)!r} has {len(table)} rows; the seven-parameter fit needs at least 10.")
     table.attrs["path"] = str(path)
     table.attrs["sha256"] = _sha256(path)
-    table.attrs["chinchilla"] = table.attrs["sha256"] == CHINCHILLA["sha256"]  # the study's cut applies to it only
+    # the study's cut applies to it only
+    table.attrs["chinchilla"] = table.attrs["sha256"] == CHINCHILLA["sha256"]
     return table
 
 

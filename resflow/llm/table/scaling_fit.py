@@ -1,4 +1,5 @@
-r"""Fit :math:`L(m, \ell, D) = c_m m^{-\alpha_m} + c_\ell (\ell - k)^{-\alpha_\ell} + c_D D^{-\alpha_D} + L_0`.
+r"""Fit :math:`L(m, \ell, D) =
+c_m m^{-\alpha_m} + c_\ell (\ell - k)^{-\alpha_\ell} + c_D D^{-\alpha_D} + L_0`.
 
 Following the fitting advice of Besiroglu et al. 2024 (Epoch AI's Chinchilla replication): the
 objective is a Huber loss (default :math:`\delta = 10^{-3}`) on the residuals of **log** loss,
@@ -40,9 +41,9 @@ from scipy.optimize import least_squares
 from ..._validate import check_choice, check_int, check_real
 from ...errors import ConfigError
 
-__all__ = ["PARAMS", "STUDY_CUT", "MIN_AGREE", "MAX_EXPONENT", "ScalingFitSettings", "LawFit", "fit_scaling_law",
-           "excluded_points", "diagnose", "bootstrap_fit", "holdout_validation", "exclusion_sweep", "predict",
-           "fit_dataset_record"]
+__all__ = ["PARAMS", "STUDY_CUT", "MIN_AGREE", "MAX_EXPONENT", "ScalingFitSettings", "LawFit",
+           "fit_scaling_law", "excluded_points", "diagnose", "bootstrap_fit", "holdout_validation",
+           "exclusion_sweep", "predict", "fit_dataset_record"]
 
 PARAMS = ("c_m", "alpha_m", "c_l", "alpha_l", "c_D", "alpha_D", "L0")
 LOG_PARAMS = {"c_m": 0, "c_l": 2, "c_D": 4, "L0": 6}  # theta index holding the log of the parameter
@@ -64,7 +65,8 @@ class ScalingFitSettings:
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, ("huber", "squared"))
-        object.__setattr__(self, "huber_delta", check_real("huber_delta", self.huber_delta, low=0, low_open=True))
+        object.__setattr__(self, "huber_delta",
+                           check_real("huber_delta", self.huber_delta, low=0, low_open=True))
         object.__setattr__(self, "n_starts", check_int("n_starts", self.n_starts, minimum=1))
         if self.exclude_top is not None:
             object.__setattr__(self, "exclude_top", check_int("exclude_top", self.exclude_top, minimum=0))
@@ -112,8 +114,8 @@ def _columns(table: pd.DataFrame, settings: ScalingFitSettings):
     if np.any(ell <= 0):
         raise ConfigError(f"depth offset {settings.depth_offset} is not below every depth (min "
                           f"{table['n_layers'].min():g}); choose a smaller --depth-offset.")
-    return (np.log(table["d_model"].to_numpy(float)), np.log(ell), np.log(table["num_tokens"].to_numpy(float)),
-            np.log(table["loss"].to_numpy(float)))
+    return (np.log(table["d_model"].to_numpy(float)), np.log(ell),
+            np.log(table["num_tokens"].to_numpy(float)), np.log(table["loss"].to_numpy(float)))
 
 
 def _terms(theta, logm, logl, logd):
@@ -124,7 +126,8 @@ def _terms(theta, logm, logl, logd):
 def predict(params: dict[str, float], m, ell, D, depth_offset: float = 0.0) -> np.ndarray:
     """The fitted law at widths ``m``, depths ``ell`` and tokens ``D``."""
     m, ell, D = (np.asarray(v, float) for v in (m, ell, D))
-    return (params["c_m"] * m ** -params["alpha_m"] + params["c_l"] * (ell - depth_offset) ** -params["alpha_l"]
+    return (params["c_m"] * m ** -params["alpha_m"]
+            + params["c_l"] * (ell - depth_offset) ** -params["alpha_l"]
             + params["c_D"] * D ** -params["alpha_D"] + params["L0"])
 
 
@@ -143,7 +146,8 @@ def _solve(theta0, logm, logl, logd, logy, settings: ScalingFitSettings):
     def jacobian(theta):
         return _jacobian(theta, logm, logl, logd)
 
-    kwargs = {"loss": "huber", "f_scale": settings.huber_delta} if settings.loss == "huber" else {"loss": "linear"}
+    kwargs = ({"loss": "huber", "f_scale": settings.huber_delta} if settings.loss == "huber"
+              else {"loss": "linear"})
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # wild random starts; they lose
         return least_squares(residual, theta0, jac=jacobian, method="trf", x_scale="jac", max_nfev=2000,
                              ftol=1e-12, xtol=1e-12, gtol=1e-12, **kwargs)
@@ -157,8 +161,9 @@ def _starts(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def excluded_points(table: pd.DataFrame, settings: ScalingFitSettings) -> int:
-    """How many highest-loss points ``settings`` excludes from ``table``: ``exclude_top`` when given, else
-    the study's :data:`STUDY_CUT` for the Chinchilla table (``table.attrs["chinchilla"]``) and 0 for any other."""
+    """How many highest-loss points ``settings`` excludes from ``table``: ``exclude_top`` when given,
+    else the study's :data:`STUDY_CUT` for the Chinchilla table (``table.attrs["chinchilla"]``) and 0 for
+    any other."""
     if settings.exclude_top is not None:
         return settings.exclude_top
     return STUDY_CUT if table.attrs.get("chinchilla") else 0
@@ -197,7 +202,8 @@ def diagnose(theta, se: dict[str, float], agree: int, n_starts: int, logm, logl,
     params, _ = _natural(theta, np.zeros(len(PARAMS)))
     for (name, coef, alpha), term in zip(TERMS, terms[:3], strict=True):
         if not np.max(term / total) >= NEGLIGIBLE:
-            reasons.append(f"the {name} term vanishes ({coef} = {params[coef]:.3g}, so {alpha} is not determined)")
+            reasons.append(f"the {name} term vanishes ({coef} = {params[coef]:.3g}, "
+                           f"so {alpha} is not determined)")
         elif abs(params[alpha]) > MAX_EXPONENT:
             reasons.append(f"{alpha} = {params[alpha]:.3g} ran past {MAX_EXPONENT:g}")
     if not all(np.isfinite(v) for v in se.values()):
@@ -276,8 +282,8 @@ def bootstrap_fit(table: pd.DataFrame, fit: LawFit, resamples: int = 1000, *, se
     return fit
 
 
-def holdout_validation(table: pd.DataFrame, settings: ScalingFitSettings, splits: int = 5, test_fraction: float = 0.2,
-                       *, seed: int = 0) -> dict[str, float]:
+def holdout_validation(table: pd.DataFrame, settings: ScalingFitSettings, splits: int = 5,
+                       test_fraction: float = 0.2, *, seed: int = 0) -> dict[str, float]:
     """Fit on random training splits; RMS of log-loss residuals on the held-out points."""
     data = _prepare(table, settings)
     full = fit_scaling_law(data, ScalingFitSettings(**{**settings.__dict__, "exclude_top": 0}))
@@ -290,7 +296,8 @@ def holdout_validation(table: pd.DataFrame, settings: ScalingFitSettings, splits
         fit = fit_scaling_law(train, ScalingFitSettings(**{**settings.__dict__, "exclude_top": 0,
                                                     "n_starts": max(8, settings.n_starts // 4)}),
                               extra_starts=[full.theta])
-        pred = predict(fit.params, test["d_model"], test["n_layers"], test["num_tokens"], settings.depth_offset)
+        pred = predict(fit.params, test["d_model"], test["n_layers"], test["num_tokens"],
+                       settings.depth_offset)
         test_rms.append(float(np.sqrt(np.mean((np.log(pred) - np.log(test["loss"].to_numpy())) ** 2))))
         train_rms.append(fit.rms_log_residual)
         alpha_l.append(fit.params["alpha_l"])
@@ -302,16 +309,18 @@ def holdout_validation(table: pd.DataFrame, settings: ScalingFitSettings, splits
 def exclusion_sweep(table: pd.DataFrame, settings: ScalingFitSettings,
                     exclusions=(0, 5, 10, 20, 30, 40, 60)) -> list[LawFit]:
     """One fit per number of excluded highest-loss points."""
-    return [fit_scaling_law(table, ScalingFitSettings(**{**settings.__dict__, "exclude_top": n})) for n in exclusions
-            if n < len(table) - 8]
+    return [fit_scaling_law(table, ScalingFitSettings(**{**settings.__dict__, "exclude_top": n}))
+            for n in exclusions if n < len(table) - 8]
 
 
 def fit_dataset_record(fit: LawFit, data_record: str | None = None) -> xr.Dataset:
     """An ``llm-fit`` record: parameters, standard errors, intervals, bootstrap samples, settings."""
     ds = xr.Dataset(
         {
-            "value": (("param",), [fit.params[p] for p in PARAMS], {"long_name": "fitted parameter", "units": "1"}),
-            "se": (("param",), [fit.se[p] for p in PARAMS], {"long_name": "standard error (Jacobian)", "units": "1"}),
+            "value": (("param",), [fit.params[p] for p in PARAMS],
+                      {"long_name": "fitted parameter", "units": "1"}),
+            "se": (("param",), [fit.se[p] for p in PARAMS],
+                   {"long_name": "standard error (Jacobian)", "units": "1"}),
         },
         coords={"param": ("param", list(PARAMS), {"long_name": "parameter of the scaling law"})},
         attrs={"settings": str(fit.settings), "n_points": str(fit.n_points), "excluded": str(fit.excluded),
@@ -324,5 +333,6 @@ def fit_dataset_record(fit: LawFit, data_record: str | None = None) -> xr.Datase
                                                                      "units": "1"})
         ds["ci_high"] = (("param",), [fit.ci[p][1] for p in PARAMS], {"long_name": "97.5% bootstrap quantile",
                                                                       "units": "1"})
-        ds["bootstrap"] = (("sample", "param"), fit.bootstrap, {"long_name": "bootstrap refits", "units": "1"})
+        ds["bootstrap"] = (("sample", "param"), fit.bootstrap,
+                           {"long_name": "bootstrap refits", "units": "1"})
     return ds

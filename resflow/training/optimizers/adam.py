@@ -42,8 +42,8 @@ class AdamRule:
     def scalars(self, step: int, multiplier: float) -> tuple[float, float]:
         return adam_scalars(step + 1, multiplier, self.settings)
 
-    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor], lr: torch.Tensor,
-              work: torch.Tensor, scalars: tuple, step: int) -> None:
+    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor],
+              lr: torch.Tensor, work: torch.Tensor, scalars: tuple, step: int) -> None:
         adam_apply(param, grad, state["m"], state["v"], lr, self.settings, work, *scalars)
 
 

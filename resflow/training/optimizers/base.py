@@ -52,8 +52,8 @@ class BankRule(Protocol):
 
     def scalars(self, step: int, multiplier: float) -> tuple: ...
 
-    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor], lr: torch.Tensor,
-              work: torch.Tensor, scalars: tuple, step: int) -> None: ...
+    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor],
+              lr: torch.Tensor, work: torch.Tensor, scalars: tuple, step: int) -> None: ...
 
 
 OPTIMIZERS: dict[str, type[OptimizerSettings]] = {}
@@ -93,7 +93,8 @@ class OptimizerSettings:
 
     @classmethod
     def from_train_keys(cls, data: dict[str, Any]) -> OptimizerSettings:
-        """Take this rule's flat keys of before the nesting out of ``data`` (a saved train dict); none here."""
+        """Take this rule's flat keys of before the nesting out of ``data`` (a saved train dict); none
+        here."""
         return cls()
 
 
@@ -106,7 +107,8 @@ def register_optimizer(cls: type[OptimizerSettings]) -> type[OptimizerSettings]:
         raise ConfigError(f"{cls.__name__} needs a class attribute name = '...' to be registered.")
     taken = OPTIMIZERS.get(cls.name)
     if taken is not None and taken.__qualname__ != cls.__qualname__:
-        raise ConfigError(f"the optimiser name {cls.name!r} is taken by {taken.__qualname__}; choose another name.")
+        raise ConfigError(f"the optimiser name {cls.name!r} is taken by {taken.__qualname__}; "
+                          "choose another name.")
     OPTIMIZERS[cls.name] = cls
     return cls
 
@@ -143,7 +145,8 @@ def optimizer_settings(value: Any) -> OptimizerSettings:
 
 
 def optimizer_field_types() -> dict[str, Any]:
-    """Every ``train.optimizer`` key a ``--set`` may name, with its declared type (over all registered rules)."""
+    """Every ``train.optimizer`` key a ``--set`` may name, with its declared type (over all registered
+    rules)."""
     import typing
 
     out: dict[str, Any] = {"name": str}

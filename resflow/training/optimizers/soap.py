@@ -1,9 +1,11 @@
-r"""SOAP on a bank's flat buffers: Adam in the eigenbasis of Shampoo's preconditioner, for many students at once.
+r"""SOAP on a bank's flat buffers: Adam in the eigenbasis of Shampoo's preconditioner, for many students
+at once.
 
 SOAP (Vyas, Morwani, Zhao, Kwun, Shapira, Brandfonbrener, Janson & Kakade, "SOAP: Improving and
 Stabilizing Shampoo using Adam", arXiv:2409.11321, 2024) keeps, for every weight matrix
 :math:`G \in \mathbb R^{m\times n}` (its gradient), Shampoo's two Kronecker factors
-:math:`L \leftarrow \beta_s L + (1-\beta_s)\,GG^\top` and :math:`R \leftarrow \beta_s R + (1-\beta_s)\,G^\top G`
+:math:`L \leftarrow \beta_s L + (1-\beta_s)\,GG^\top` and
+:math:`R \leftarrow \beta_s R + (1-\beta_s)\,G^\top G`
 and their eigenbases :math:`Q_L, Q_R`, and runs Adam on the rotated gradient
 :math:`Q_L^\top G Q_R`:
 
@@ -89,7 +91,8 @@ class SoapLayout:
 
     def _indices(self, device: torch.device) -> tuple[list[torch.Tensor], torch.Tensor]:
         if device not in self._device_index:  # moved once per device
-            self._device_index[device] = ([g.index.to(device) for g in self.groups], self.vector_index.to(device))
+            self._device_index[device] = ([g.index.to(device) for g in self.groups],
+                                          self.vector_index.to(device))
         return self._device_index[device]
 
     def gather(self, flat: torch.Tensor) -> list[torch.Tensor]:
@@ -133,7 +136,8 @@ def _eigenbasis(factor: torch.Tensor) -> torch.Tensor:
     return torch.flip(q, dims=[-1])
 
 
-def _accumulate(grads: list[torch.Tensor], factors: list[tuple[torch.Tensor, torch.Tensor]], beta: float) -> None:
+def _accumulate(grads: list[torch.Tensor], factors: list[tuple[torch.Tensor, torch.Tensor]],
+                beta: float) -> None:
     for g, (left, right) in zip(grads, factors, strict=True):
         left.lerp_(g @ g.mT, 1.0 - beta)
         right.lerp_(g.mT @ g, 1.0 - beta)
@@ -152,8 +156,8 @@ def _refresh(layout: SoapLayout, precond: torch.Tensor, bases: torch.Tensor, v: 
     """New eigenbases by one power iteration and QR, eigenvalue estimates sorted decreasingly; the second
     moments reordered to follow them."""
     blocks, _ = layout.moments(v)
-    for second, (left, right), (q_left, q_right) in zip(blocks, layout.factors(precond), layout.factors(bases),
-                                                        strict=True):
+    for second, (left, right), (q_left, q_right) in zip(blocks, layout.factors(precond),
+                                                        layout.factors(bases), strict=True):
         for axis, factor, q in ((1, left, q_left), (2, right, q_right)):
             product = factor @ q
             order = torch.argsort((q * product).sum(dim=-2), dim=-1, descending=True)
@@ -193,22 +197,23 @@ def soap_apply(layout: SoapLayout, param: torch.Tensor, grad: torch.Tensor, m: t
 
 
 class SoapRule:
-    """SOAP bound to a bank (:class:`SoapLayout`): buffers ``m`` (parameter layout), ``v`` (the groups' rotated
-    order), ``factors`` and ``bases`` (Shampoo's factors and their eigenbases).  Its first step only sets the
-    factors up; the refresh of the bases depends on the step, so it runs eagerly (not capturable)."""
+    """SOAP bound to a bank (:class:`SoapLayout`): buffers ``m`` (parameter layout), ``v`` (the groups'
+    rotated order), ``factors`` and ``bases`` (Shampoo's factors and their eigenbases).  Its first step only
+    sets the factors up; the refresh of the bases depends on the step, so it runs eagerly (not capturable)."""
 
     capturable = False
 
     def __init__(self, settings: SoapNumbers, bank: StudentBank, *, heads: bool) -> None:
         self.settings = settings
         self.layout = SoapLayout(bank, heads=heads)
-        self.buffers = {"m": bank.size, "v": bank.size, "factors": self.layout.size, "bases": self.layout.size}
+        self.buffers = {"m": bank.size, "v": bank.size,
+                        "factors": self.layout.size, "bases": self.layout.size}
 
     def scalars(self, step: int, multiplier: float) -> tuple[float]:
         return (multiplier,)
 
-    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor], lr: torch.Tensor,
-              work: torch.Tensor, scalars: tuple, step: int) -> None:
+    def apply(self, param: torch.Tensor, grad: torch.Tensor, state: Mapping[str, torch.Tensor],
+              lr: torch.Tensor, work: torch.Tensor, scalars: tuple, step: int) -> None:
         if step == 0:  # SOAP's first step sets up its preconditioner only
             soap_init(self.layout, grad, state["factors"], state["bases"], self.settings)
         else:
