@@ -152,6 +152,34 @@ def test_a_new_measure_runs_on_every_trained_student_and_is_read_back_from_the_s
     assert "lesion" in ds  # the built-in measures still ran
 
 
+def test_an_experiment_takes_only_the_measures_it_names(weight_norm, tmp_path):
+    base = ["train.steps=20", "train.eval_every=20", "depths=1,2", "replicates=1", "routes=scratch", "lengths=1",
+            "train.device=cpu"]
+    config = resflow.preset("smooth-vs-rough", "quick").with_overrides([*base, "measures=layer-weight-norm-test"])
+    result = resflow.run_experiment(config, out=tmp_path / "one")
+    ds = resflow.Store.open(tmp_path / "one").load(result.record)
+    assert np.isfinite(ds["layer_weight_norm"].sel(depth=2).isel(layer=[0, 1])).all()
+    assert "lesion" not in ds and "exit_depth" not in ds  # interventions and early exit were not asked for
+
+    config = resflow.preset("smooth-vs-rough", "quick").with_overrides([*base, "measures="])
+    result = resflow.run_experiment(config, out=tmp_path / "none")
+    ds = resflow.Store.open(tmp_path / "none").load(result.record)
+    assert "layer_weight_norm" not in ds and "lesion" not in ds
+    assert np.isfinite(ds["final_loss"]).any()  # training itself is not a measure
+
+
+def test_an_unknown_measure_is_refused_before_training(tmp_path):
+    config = resflow.preset("smooth-vs-rough", "quick").with_overrides(["measures=early-exits", "train.device=cpu"])
+    with pytest.raises(resflow.UnknownNameError, match="did you mean 'early-exit'"):
+        resflow.run_experiment(config, out=tmp_path / "store")
+    assert not (tmp_path / "store").exists() or not list((tmp_path / "store").rglob("*.zarr"))
+
+
+def test_all_is_alone_among_the_measures():
+    with pytest.raises(resflow.ConfigError, match="measures"):
+        resflow.preset("smooth-vs-rough", "quick").with_overrides(["measures=all,early-exit"])
+
+
 def test_a_measure_that_returns_what_it_does_not_label_is_refused(weight_norm):
     from resflow.workflows import TrainedStudents
     from resflow.workflows.measures import run_measures

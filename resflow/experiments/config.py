@@ -61,6 +61,9 @@ class ExperimentConfig:
     ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,
     :attr:`resflow.training.StudentSpec.weight_groups`); ``(0, 4)`` trains both, side by side.
+    ``measures`` names the measures taken of the trained students (:data:`resflow.workflows.MEASURES`:
+    ``teacher-tracking``, ``interventions``, ``early-exit`` and any registered one): ``("all",)`` every one
+    that applies, ``()`` none; a measure not taken adds no variables to the record.
     ``experiment`` names the registered experiment that draws the figure
     (:func:`resflow.experiments.registered`).
     """
@@ -83,6 +86,7 @@ class ExperimentConfig:
     init: str = "scratch"
     routes: tuple[str, ...] = ("scratch",)
     inits: int = 1
+    measures: tuple[str, ...] = ("all",)
 
     def __post_init__(self) -> None:
         if not isinstance(self.experiment, str) or not self.experiment:
@@ -126,6 +130,11 @@ class ExperimentConfig:
                               f"(0: a plain student); got {self.student_groups}. E.g. (0,) or (0, 4).")
         object.__setattr__(self, "student_groups", groups)
         check_choice("init", self.init, ("scratch", "doubling"))
+        measures = check_sequence("measures", self.measures, example="('teacher-tracking', 'early-exit')")
+        if "all" in measures and len(measures) > 1:
+            raise ConfigError("measures: 'all' takes every registered measure and stands alone; "
+                              f"got {measures}.")
+        object.__setattr__(self, "measures", tuple(str(m) for m in measures))
         self._check_routes()
         if (self.init == "doubling"
                 and any(b != 2 * a for a, b in zip(self.depths, self.depths[1:], strict=False))):

@@ -37,7 +37,7 @@ from .fit import RunFits, fit_store
 from .intervene import InterventionRun, intervene_models, intervene_teacher
 from .ladder import LadderRun, run_ladder
 from .llm import LLMFitResult, fit_llm_table
-from .measures import MEASURES, Measure, TrainedStudent, TrainedStudents, register_measure
+from .measures import MEASURES, Measure, TrainedStudent, TrainedStudents, chosen_measures, register_measure
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run, unfinished_note
 from .resume import resume_config
@@ -54,4 +54,5 @@ __all__ = [
     "InterventionRun", "intervene_models", "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck",
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",
+    "chosen_measures",
 ]

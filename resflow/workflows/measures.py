@@ -14,7 +14,7 @@ to :func:`register_measure` (``docs/design/extending.md``; ``tests/test_extendin
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,13 +22,14 @@ import numpy as np
 import torch
 
 from ..dynamics.tableau import ButcherTableau, get_tableau
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownNameError
 from ..training.block import StudentSpec
 from ..training.classes import HierarchyTarget
 from ..training.hidden import METRIC_SEED, metric_inputs
 from ..training.targets import teacher_key
 
-__all__ = ["TrainedStudent", "TrainedStudents", "Measure", "MEASURES", "register_measure", "run_measures"]
+__all__ = ["TrainedStudent", "TrainedStudents", "Measure", "MEASURES", "register_measure", "chosen_measures",
+           "run_measures"]
 
 
 @dataclass(frozen=True)
@@ -137,16 +138,27 @@ def register_measure(measure: Measure) -> Measure:
     return measure
 
 
+def chosen_measures(names: Sequence[str] = ("all",)) -> tuple[Measure, ...]:
+    """The registered measures ``names`` asks for, in registration order (``("all",)``: every one); an
+    unknown name is an error that lists the registered ones."""
+    for name in names:
+        if name != "all" and name not in MEASURES:
+            raise UnknownNameError.of("measure", name, ["all", *MEASURES])
+    return tuple(m for m in MEASURES.values() if "all" in names or m.name in names)
+
+
 def run_measures(
-    students: TrainedStudents | None
+    students: TrainedStudents | None, names: Sequence[str] = ("all",)
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[str, str]]]:
-    """Every registered measure that applies to ``students``, in registration order: ``(outputs, labels)``.
-    An output a measure does not label, or of the wrong length, is an error naming the measure."""
+    """The registered measures ``names`` asks for (:func:`chosen_measures`) that apply to ``students``, in
+    registration order: ``(outputs, labels)`` (the labels of every registered measure).  An output a measure
+    does not label, or of the wrong length, is an error naming the measure."""
     outputs: dict[str, np.ndarray] = {}
     labels: dict[str, tuple[str, str]] = {}
+    chosen = chosen_measures(names)
     for measure in MEASURES.values():
         labels.update(measure.labels)
-        if students is None or not measure.applies(students):
+        if students is None or measure not in chosen or not measure.applies(students):
             continue
         with torch.no_grad():
             found = measure.measure(students)

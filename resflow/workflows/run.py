@@ -39,7 +39,7 @@ from ..training.engine import CHECKPOINT_NAME, resolve_device
 from ..training.routes import train_routes
 from .exits import EARLY_EXIT, EXIT_RULE_NOTE
 from .intervene import STUDENT_INTERVENTIONS
-from .measures import TrainedStudents, register_measure, run_measures
+from .measures import TrainedStudents, chosen_measures, register_measure, run_measures
 
 # teacher_tracking: deprecated here (resflow <= 0.4 had it)
 from .tracking import TEACHER_TRACKING, teacher_tracking  # noqa: F401
@@ -181,7 +181,8 @@ def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: boo
     if result.steps_done < config.train.steps:
         return result.steps_done, None, {}
     # every registered measure of trained students that applies (tracking, interventions, early exit, ...)
-    measured, measure_labels = run_measures(TrainedStudents.of_result(result, teachers, config.train.dtype))
+    students = TrainedStudents.of_result(result, teachers, config.train.dtype)
+    measured, measure_labels = run_measures(students, config.measures)
     result.hidden.update(measured)
     if "update_angle" in result.hidden:  # the probes by functional group, stored beside the other probes
         result.hidden.update(student_group_angles(result.specs, result.hidden["update_angle"]))
@@ -220,6 +221,7 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | 
     """
     experiment = get_experiment(config.experiment)
     resolve_device(config.train.device)  # before any directory: --device cuda without a GPU leaves nothing
+    chosen_measures(config.measures)  # an unknown measure too
     out = Path(out)
     if resume:  # before opening: resuming never creates a store
         run_dir = find_resumable(out, config.experiment, run=resume if isinstance(resume, str) else None)
