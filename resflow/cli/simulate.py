@@ -50,8 +50,8 @@ def expected_time(experiment: str, preset: str, *, changed: bool) -> str:
     if seconds is None:
         return f"expected time: not measured for --preset {preset} (resflow run --list says what was)"
     if changed:
-        return (f"expected time: not measured with these --set/--replicates changes (--preset {preset} as it "
-                f"is took {_duration(seconds)} on 2 idle CPU cores)")
+        return (f"expected time: not measured with these --set/--replicates changes (--preset {preset} "
+                f"unchanged took {_duration(seconds)} on 2 idle CPU cores)")
     return (f"expected time: about {_duration(seconds)} (measured on 2 idle CPU cores; a busy or slower "
             "machine takes longer)")
 

@@ -278,7 +278,7 @@ class Store:
         return report
 
     def work_dir(self, experiment: str) -> Path:
-
+        """A fresh work directory of ``experiment``: ``work/<experiment>-<UTC time>`` in the store."""
         return new_run_dir(self.path / "work", experiment)
 
 
