@@ -180,6 +180,14 @@ def test_all_is_alone_among_the_measures():
         resflow.preset("smooth-vs-rough", "quick").with_overrides(["measures=all,early-exit"])
 
 
+def test_taking_every_measure_leaves_run_ids_as_before_the_field():
+    """A config that takes every measure has the dict (and so the run id and sweep id) of resflow 0.4; one that
+    names its measures says so."""
+    config = resflow.preset("smooth-vs-rough", "quick")
+    assert "measures" not in config.to_dict()
+    assert config.with_overrides(["measures=early-exit"]).to_dict()["measures"] == ("early-exit",)
+
+
 def test_a_measure_that_returns_what_it_does_not_label_is_refused(weight_norm):
     from resflow.workflows import TrainedStudents
     from resflow.workflows.measures import run_measures

@@ -266,6 +266,8 @@ class ExperimentConfig:
             del out["routes"]
         if self.inits == 1:
             del out["inits"]
+        if self.measures == ("all",):  # every measure: as before the field
+            del out["measures"]
         return out
 
     def to_json(self) -> str:
