@@ -17,6 +17,7 @@ with a FutureWarning naming the new path (:mod:`resflow._moved`).  What a reader
 is :mod:`resflow.labels`.
 """
 
+from ..fitting.allocation import BudgetPlan, next_budgets, plan_next_run
 from ..fitting.certification import ROUTE_TOLERANCE, DepthCertificate, certify_depths, route_error
 from ..fitting.extrapolation import TAIL_TOLERANCE, TailTest, tail_test
 from ..fitting.fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
@@ -70,6 +71,7 @@ from ..probing.tracking import TRACKING_LABELS, tracking_metrics
 __all__ = [
     "exponent_difference",
     "run_tables",
+    "BudgetPlan", "next_budgets", "plan_next_run",
     "ROUTE_TOLERANCE", "DepthCertificate", "certify_depths", "route_error",
     "TAIL_TOLERANCE", "TailTest", "tail_test",
     "SEPARATION_MARGIN", "Separation", "separations",

@@ -157,6 +157,12 @@ def run(
         else:
             print_fits(result.fits, result.separations,
                        f"Depth exponents: loss ∝ depth^-α ({result.record})")
+            from resflow.analysis import plan_next_run
+
+            ran = result.config  # the saved configuration, when resumed
+            plan = plan_next_run(ran.depths, ran.train.steps, ran.budgets, result.fits)
+            if plan.longer or plan.other:
+                console.print(f"[bold]Next run[/]: {plan.text}", highlight=False)
         console.print(f"wrote records {result.record} (run) and {result.fit_record} (fits) to store {out}; "
                       f"figure {result.figure}", highlight=False)
 

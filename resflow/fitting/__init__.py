@@ -6,6 +6,7 @@ module             what it holds
 ``fits``           depth exponents of a run from every depth's best loss over routes: plain, law-aware,
                    offset, asymptotic; verdicts v3 and v2; the regime
 ``certification``  verdict v3: a depth is certified when its training routes agree and every tail passes
+``allocation``     the next run's budget: more steps for the depths verdict v3 did not certify
 ``separation``     the first answer: tied minus independent exponents, paired, and whether they separate
 ``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)
 ``power_law``      one curve: the plain exponent, and the offset law A l^-alpha + C

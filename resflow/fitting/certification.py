@@ -65,7 +65,7 @@ class DepthCertificate:
     compared: str
     routes: tuple[str, ...]
     inits: int
-    tail_passed: int  # students of the depth that passed the tail test
+    tail_passed: int  # students of the depth that passed the tail test (a failed student does not)
     students: int  # students of the depth (every replicate, route and init)
     worst_tail: str  # the tail test of the student with the largest bound, in words
     init_spread: float  # pooled sd of log loss over the inits of one route and replicate (NaN with one init)
@@ -133,13 +133,14 @@ def certify_depths(depths, lengths, batch_losses: np.ndarray, trained: np.ndarra
         here = [routes[k] for k in range(n_route) if trained[i, :, k].any()]
         inits = int(trained[i].any(axis=(0, 1)).sum())
         compared = "routes" if len(here) >= 2 else ("inits" if inits >= 2 else "none")
-        failed = 0
+        failed = students = 0
         for r in range(n_rep):
             cells = [(k, j) for k in range(n_route) for j in range(n_init) if trained[i, r, k, j]]
             finals = {c: data[i, r, c[0], c[1], -1] for c in cells}
             done = {c: v for c, v in finals.items() if np.all(np.isfinite(v))}
             failed += len(cells) - len(done)
-            for c in cells:
+            students += len(cells)
+            for c in done:  # a failed student is counted as failed, not as a tail that falls
                 tails.append(tail_test(data[i, r, c[0], c[1]], lengths=lengths, tolerance=tail_tolerance))
             if not done:
                 continue
@@ -180,7 +181,7 @@ def certify_depths(depths, lengths, batch_losses: np.ndarray, trained: np.ndarra
         out.append(DepthCertificate(
             depth=int(depth), certified=not reasons, best=tuple(float(v) for v in best),
             best_route=tuple(best_route), route_spread=spread, route_spread_high=high, compared=compared,
-            routes=tuple(here), inits=inits, tail_passed=passed, students=len(tails), worst_tail=worst_tail,
+            routes=tuple(here), inits=inits, tail_passed=passed, students=students, worst_tail=worst_tail,
             init_spread=math.sqrt(float(np.mean(init_var))) if init_var else math.nan,
             teacher_spread=float(np.std(log_best, ddof=1)) if len(log_best) >= 2 else math.nan,
             reasons=tuple(reasons)))

@@ -9,10 +9,13 @@ quotes these tables beside the commands that print them).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import xarray as xr
 
 from .. import laws
+from ..fitting.allocation import BudgetPlan, plan_next_run
 from ..fitting.fits import SeriesFit, fit_dataset
 from ..fitting.separation import separations
 from ..labels import Mentions
@@ -20,7 +23,7 @@ from ..probing.interventions import intervention_exponents
 from ..probing.tracking import accumulation_exponents
 from ..records import SERIES_DIMS, best_start, checked_run, is_kl, trained_cells
 
-__all__ = ["run_tables", "certification_tables"]
+__all__ = ["run_tables", "certification_tables", "next_run_plan"]
 
 
 def _interval(value, low, high):
@@ -91,7 +94,23 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
                          f"{'–' if not np.isfinite(init) else f'{init:.3f}'} | "
                          f"{'–' if not np.isfinite(teacher) else f'{teacher:.3f}'} | "
                          f"{'–' if not np.isfinite(ratio) else f'{ratio:.2f}'} | {verdict} |")
+    plan = next_run_plan(ds, fits)
+    if plan is not None:
+        lines += ["", f"**Next run** (verdict v3's budget): {plan.text}."]
     return lines
+
+
+def next_run_plan(ds: xr.Dataset, fits: list[SeriesFit]) -> BudgetPlan | None:
+    """The next run's steps and per-depth budgets from this run's certificates
+    (:func:`resflow.fitting.allocation.next_budgets`), or None for a record without a config."""
+    config = json.loads(ds.attrs.get("config", "null") or "null")
+    if not isinstance(config, dict) or not fits:
+        return None
+    depths = [int(d) for d in fits[0].depths]
+    shares = config.get("budgets") or ()
+    if shares and len(shares) != len(depths):
+        return None  # a run whose fits do not cover its depths (not the toy run's shape)
+    return plan_next_run(depths, int(config["train"]["steps"]), shares, fits)
 
 
 def run_tables(ds: xr.Dataset, record: str) -> str:
