@@ -33,6 +33,12 @@ from ..presenting.compare import ComparisonRow, DepthPart, comparison_figure, th
 from ..presenting.plots import colors, new_figure, plot_flow_demo, save_figure
 from ..presenting.report import run_tables
 from ..presenting.run_figure import headline, plot_experiment
+from ..probing.constructions import (
+    CONSTRUCTION_LABELS,
+    construction_fields,
+    construction_loss,
+    construction_output,
+)
 from ..probing.groups import (
     boundary_pairs,
     exponent_difference,
@@ -84,6 +90,7 @@ __all__ = [
     "state_signature", "SIGNATURE_LABELS", "boundary_pairs", "split_update_angles", "group_signature",
     "states_group_signature", "one_structure",
     "TRACKING_LABELS", "tracking_metrics",
+    "CONSTRUCTION_LABELS", "construction_fields", "construction_output", "construction_loss",
     "FitSettings", "SeriesFit", "fit_dataset", "fit_exponent", "fits_to_dataset", "fits_from_dataset",
     "FIT_SCHEMA", "fit_problems",
     "exponent_over_training", "regime_predictions", "classify", "roughness_predictions", "ExponentInterval",

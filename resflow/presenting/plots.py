@@ -165,8 +165,9 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     (replicate mean, min-max bars over replicates; a filled circle where verdict v3 certified the depth, a
     downward triangle where it did not: a bound on the loss, which lies below), the same student at the
     previous training length (a dash: how far it still fell), each route's own best loss (small, light), the
-    least-squares lines (dashed: the exponent is a bound), the extrapolated limits (stars: an estimate), and
-    the theory's slopes (grey)."""
+    least-squares lines (dashed: the exponent is a bound), the extrapolated limits (stars: an estimate), the
+    constructions built from the teacher (open diamonds on a dotted line,
+    :mod:`resflow.probing.constructions`; where the run has them), and the theory's slopes (grey)."""
     from matplotlib.lines import Line2D
 
     from ..fitting.regimes import regime_predictions
@@ -181,6 +182,7 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     palette = colors("tab10", len(fits))
     mentions = Mentions()
     laws_drawn: dict[tuple[str, float], None] = {}
+    constructions = False  # drawn: their key
     for k, fit in enumerate(fits):
         color = palette[k]
         series = _series_of(best, fit)
@@ -205,8 +207,11 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
         if np.isfinite(fit.exponent):
             ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.certified else "--",
                       color=color, lw=1.3, label=_fit_label(fit, mentions))
-        limits = np.asarray(fit.limits, float)
-        # the asymptotic estimate
+        built = full_length(series).get("construction_loss", final * np.nan).mean("replicate").values
+        if np.isfinite(built).any():  # the constructions
+            constructions = True
+            ax.loglog(depth, built, "d:", mfc="none", color=color, ms=6, lw=0.8, alpha=0.8)
+        limits = np.asarray(fit.limits, float)  # the asymptotic estimate
         if limits.size == depth.size and np.all(np.isfinite(limits) & (limits > 0)):
             ax.loglog(depth, limits, "*", color=color, ms=7, lw=0, alpha=0.6)
         pred = regime_predictions(fit.scheme)
@@ -222,6 +227,9 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
                           label=f"same student at {previous / lengths[-1]:g}× the training"))
     key.append(Line2D([], [], marker="*", color="0.3", lw=0, alpha=0.6,
                       label="extrapolated limit (an estimate)"))
+    if constructions:
+        key.append(Line2D([], [], marker="d", mfc="none", color="0.3", ls=":", lw=0.8,
+                          label="construction (built from the teacher, not trained)"))
     if several:
         key += [Line2D([], [], marker=m, mfc="none", color="0.3", lw=0, alpha=0.6,
                        label=f"route {ROUTE_NAMES.get(r, r)}, its best")

@@ -17,13 +17,15 @@ import xarray as xr
 from .. import laws
 from ..fitting.allocation import BudgetPlan, plan_next_run
 from ..fitting.fits import SeriesFit, fit_dataset
+from ..fitting.intervals import exponent_interval
+from ..fitting.law_fit import finite_teacher_factor, law_for_target
 from ..fitting.separation import separations
 from ..labels import Mentions
 from ..probing.interventions import intervention_exponents
 from ..probing.tracking import accumulation_exponents
 from ..records import SERIES_DIMS, best_start, checked_run, is_kl, trained_cells
 
-__all__ = ["run_tables", "certification_tables", "next_run_plan"]
+__all__ = ["run_tables", "certification_tables", "next_run_plan", "construction_table"]
 
 
 def _interval(value, low, high):
@@ -155,6 +157,7 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                      f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
             lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
 
+    lines += construction_table(ds, name)
     interval = _interval
     lines += ["", "Verdict v2 of the best students (has this route stopped improving?): drift of α between "
               "the two longest lengths and the remaining gain by depth:", "",
@@ -243,6 +246,57 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                 lines.append(f"| {mentions(target)} | {int(d)} | {', '.join(f'{t:.2f}' for t in times)} | "
                              f"{', '.join(f'{(i + 1) / d:.2f}' for i in range(int(d)))} |")
     return "\n".join(lines)
+
+
+def construction_table(ds: xr.Dataset, name) -> list[str]:
+    """The constructions beside the best trained students (:mod:`resflow.probing.constructions`): per series
+    and depth the construction's loss and the trained student's over it (full length, replicate means), and
+    the construction's plain and law exponents with intervals over replicates.  Empty when the run has no
+    ``construction_loss`` or no construction is defined for it.  ``ds`` is one start per cell
+    (:func:`~resflow.records.best_start`); ``name(mentions, target, scheme, temperature, groups)`` names a
+    series."""
+    if "construction_loss" not in ds or not np.isfinite(ds["construction_loss"].values).any():
+        return []
+    dims = list(SERIES_DIMS)
+    full = ds.sel(length=ds["length"].max()).stack(series=dims)
+    depths = [int(d) for d in ds["depth"].values]
+    teacher_depth = float(json.loads(ds.attrs.get("config", "{}") or "{}").get("teacher_depth", np.inf))
+    lines = ["", "Constructions beside the trained students (built from the teacher, not trained: each layer "
+             "steps the mean of its k = L_T/ℓ teacher fields by the student's scheme — the block-sum "
+             "student of a rough teacher, the teacher-field Euler student of a smooth one; "
+             "resflow.probing.constructions). "
+             "Per depth: the construction's loss, and the best trained student's over it (full length, "
+             "replicate means; below 1: training beat the construction); then the construction's exponents "
+             "[95% over replicates] (not defined: –):", "",
+             "| teacher | " + " | ".join(f"ℓ = {d}: built, trained/built" for d in depths)
+             + " | built α [95%] | built law α [95%] |",
+             "|---|" + "---|" * (len(depths) + 2)]
+    mentions = Mentions()
+    for i in range(full.sizes["series"]):
+        one = full.isel(series=i)
+        built = one["construction_loss"].transpose("depth", "replicate").values
+        if not np.isfinite(built).any():
+            continue
+        ratio = (one["final_loss"].transpose("depth", "replicate").values / built)
+        cells = [("–" if not np.isfinite(b).any() else
+                  f"{np.nanmean(b):.2e}, {np.nanmean(r):.2f}") for b, r in zip(built, ratio, strict=True)]
+        target = str(one["target"].item())
+        if np.isfinite(built).all() and len(depths) >= 2:
+            batches = built[:, :, None]
+            plain = exponent_interval(depths, batches)
+            law = law_for_target(target, teacher_depth)
+            factor = finite_teacher_factor(law, depths, teacher_depth) if law is not None else None
+            lawful = (exponent_interval(depths, batches, transform=factor)
+                      if factor is not None and np.isfinite(factor).all() else None)
+            exps = [_interval(plain.value, plain.low, plain.high),
+                    "–" if lawful is None else _interval(lawful.value, lawful.low, lawful.high)]
+        else:
+            exps = ["–", "–"]
+        label = {d: one[d].item() for d in dims}
+        row = name(mentions, label["target"], label.get("scheme"), label.get("temperature"),
+                   label.get("student_groups"))
+        lines.append(f"| {row} | " + " | ".join(cells + exps) + " |")
+    return lines
 
 
 def _intervention_laws(deepest: int) -> list[str]:

@@ -9,6 +9,7 @@ module             what it holds
 ``early_exit``     where each input's readout exits along depth: confidence and settled rules
 ``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
 ``tracking``       a student against its teacher along depth: local errors and how coherently they add
+``constructions``  students built from the teacher, not trained: block-sum, teacher-field Euler and RK2
 =================  ==========================================================================
 
 Works on tensors of hidden states (and the Datasets they become); fits exponents with

@@ -20,8 +20,9 @@ module          function                         command
 ``unfinished``  :func:`unfinished_runs`          runs without a record: in progress, interrupted, idle
 ``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
 ``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students
-                                                 (tracking, interventions, early exit:
-                                                 ``tracking``, ``intervene``, ``exits``)
+                                                 (tracking, interventions, early exit,
+                                                 constructions: ``tracking``, ``intervene``,
+                                                 ``exits``, ``constructions``)
 ==============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis

@@ -37,6 +37,7 @@ from ..store import Store, lock_holder, run_lock
 from ..training.continuation import train_by_doubling
 from ..training.engine import CHECKPOINT_NAME, resolve_device
 from ..training.routes import train_routes
+from .constructions import CONSTRUCTIONS
 from .exits import EARLY_EXIT, EXIT_RULE_NOTE
 from .intervene import STUDENT_INTERVENTIONS
 from .measures import TrainedStudents, chosen_measures, register_measure, run_measures
@@ -48,7 +49,7 @@ __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoi
            "run_started", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]
 
 # the measures every run takes of its trained students, in this order (more: register_measure)
-for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT):
+for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT, CONSTRUCTIONS):
     register_measure(_measure)
 
 RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
