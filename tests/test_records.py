@@ -14,6 +14,7 @@ from resflow.errors import ConfigError, IncompatibleOptionsError
 from resflow.presenting.signatures import GROUP_LABELS
 from resflow.probing.constructions import CONSTRUCTION_LABELS
 from resflow.probing.early_exit import EXIT_LABELS
+from resflow.probing.smoothness import SMOOTHNESS_LABELS
 from resflow.records import DIMS, checked_run, load_run, merge_runs, run_problems, upgrade_run
 from resflow.store import Store
 
@@ -87,7 +88,8 @@ def test_a_record_of_0_3_has_the_shape_of_a_fresh_run_of_its_config(fresh, name)
     # new in 0.4: the interventions, early exit and the angles by teacher group; in 0.5: the constructions
     assert set(new.data_vars) - set(up.data_vars) == (set(PROFILE_LABELS) | set(EXIT_LABELS) - {"test_accuracy",
                                                       "exit_accuracy"} | set(GROUP_LABELS)
-                                                      | (set() if name == "temperature" else set(CONSTRUCTION_LABELS)))
+                                                      | (set() if name == "temperature" else set(CONSTRUCTION_LABELS))
+                                                      | set(SMOOTHNESS_LABELS))
     for var in up.data_vars:
         assert up[var].dims == new[var].dims, var
         a, b = up[var].values, new[var].values

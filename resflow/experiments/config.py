@@ -62,7 +62,8 @@ class ExperimentConfig:
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,
     :attr:`resflow.training.StudentSpec.weight_groups`); ``(0, 4)`` trains both, side by side.
     ``measures`` names the measures taken of the trained students (:data:`resflow.workflows.MEASURES`:
-    ``teacher-tracking``, ``interventions``, ``early-exit``, ``constructions`` and any registered one):
+    ``teacher-tracking``, ``interventions``, ``early-exit``, ``constructions``, ``smoothness`` and any
+    registered one):
     ``("all",)`` every one that applies, ``()`` none; a measure not taken adds no variables to the record.
     ``experiment`` names the registered experiment that draws the figure
     (:func:`resflow.experiments.registered`).

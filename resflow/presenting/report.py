@@ -25,7 +25,8 @@ from ..probing.interventions import intervention_exponents
 from ..probing.tracking import accumulation_exponents
 from ..records import SERIES_DIMS, best_start, checked_run, is_kl, trained_cells
 
-__all__ = ["run_tables", "certification_tables", "next_run_plan", "construction_table"]
+__all__ = ["run_tables", "certification_tables", "next_run_plan", "construction_table",
+           "smoothness_table"]
 
 
 def _interval(value, low, high):
@@ -137,6 +138,7 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
         return name(mentions, f.target, f.scheme, f.temperature, f.student_groups)
 
     lines += certification_tables(ds, fits, series)
+    lines += smoothness_table(ds, name)
     ds = best_start(ds)  # from here on, the student of each cell that reached the best loss
     steps = ds["train_steps"].max("replicate")
     # steps depend on depth, length
@@ -296,6 +298,40 @@ def construction_table(ds: xr.Dataset, name) -> list[str]:
         row = name(mentions, label["target"], label.get("scheme"), label.get("temperature"),
                    label.get("student_groups"))
         lines.append(f"| {row} | " + " | ".join(cells + exps) + " |")
+    return lines
+
+
+def smoothness_table(ds: xr.Dataset, name) -> list[str]:
+    """How smoothly each route's students vary along depth (:mod:`resflow.probing.smoothness`) beside the loss
+    they reached: per series, depth and route the mean ``weight_variation`` and the geometric-mean final loss
+    over replicates and inits (full length).  Empty without ``weight_variation``."""
+    if "weight_variation" not in ds or not np.isfinite(ds["weight_variation"].values).any():
+        return []
+    full = ds.sel(length=ds["length"].max())
+    full = full.where(trained_cells(full))
+    routes = [str(r) for r in ds["route"].values]
+    lines = ["", "Smoothness of the trained weights along depth (resflow.probing.smoothness): total "
+             "variation Σ_l |θ_{l+1} − θ_l| / mean |θ_l| of each route's students, and the loss they reached "
+             "(full length; mean and geometric mean over replicates and inits). A smooth field keeps the "
+             "variation of order 1 as ℓ grows, independent layers make it grow as ℓ:", "",
+             "| teacher | depth | " + " | ".join(f"{r}: variation, loss" for r in routes) + " |",
+             "|---|---|" + "---|" * len(routes)]
+    mentions = Mentions()
+    stacked = full.stack(series=list(SERIES_DIMS))
+    for i in range(stacked.sizes["series"]):
+        one = stacked.isel(series=i)
+        label = {d: one[d].item() for d in SERIES_DIMS}
+        row = name(mentions, label["target"], label.get("scheme"), label.get("temperature"),
+                   label.get("student_groups"))
+        for d in ds["depth"].values:
+            cells = []
+            for r in routes:
+                here = one.sel(depth=d, route=r)
+                variation = float(here["weight_variation"].mean())
+                loss = float(np.exp(np.log(here["final_loss"]).mean()))
+                shown = "–" if not np.isfinite(variation) else f"{variation:.2f}"
+                cells.append("–" if not np.isfinite(loss) else f"{shown}, {loss:.3e}")
+            lines.append(f"| {row} | {int(d)} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -10,6 +10,7 @@ module             what it holds
 ``interventions``  lesion, swap and trace across depth on any residual stack, batched over layers
 ``tracking``       a student against its teacher along depth: local errors and how coherently they add
 ``constructions``  students built from the teacher, not trained: block-sum, teacher-field Euler and RK2
+``smoothness``     how smoothly trained weights vary along depth (the neural-ODE limit's regularity)
 =================  ==========================================================================
 
 Works on tensors of hidden states (and the Datasets they become); fits exponents with

@@ -21,8 +21,9 @@ module          function                         command
 ``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
 ``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students
                                                  (tracking, interventions, early exit,
-                                                 constructions: ``tracking``, ``intervene``,
-                                                 ``exits``, ``constructions``)
+                                                 constructions, smoothness: ``tracking``,
+                                                 ``intervene``, ``exits``, ``constructions``,
+                                                 ``smoothness``)
 ==============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis

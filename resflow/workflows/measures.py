@@ -5,9 +5,10 @@ A run keeps every trained student's parameters (``train(..., keep_parameters=Tru
 inputs of the hidden-state metrics -- and every registered :class:`Measure` that applies to the run takes one
 pass over it, returning its outputs: arrays per student ``(n,)`` or per layer ``(n, max depth + 1)``
 (NaN-padded), each named with its label in ``labels``.  :func:`resflow.workflows.run.train_dataset` stores
-them in the run's ``toy-run`` record.  Four are built in: teacher tracking (:mod:`resflow.probing.tracking`),
-interventions (:mod:`resflow.probing.interventions`), early exit (:mod:`resflow.probing.early_exit`) and
-constructions (:mod:`resflow.probing.constructions`).
+them in the run's ``toy-run`` record.  Five are built in: teacher tracking (:mod:`resflow.probing.tracking`),
+interventions (:mod:`resflow.probing.interventions`), early exit (:mod:`resflow.probing.early_exit`),
+constructions (:mod:`resflow.probing.constructions`) and smoothness along depth
+(:mod:`resflow.probing.smoothness`).
 
 A new measure is an object with ``name``, ``labels``, ``applies(students)`` and ``measure(students)``, passed
 to :func:`register_measure` (``docs/design/extending.md``; ``tests/test_extending.py`` adds one).

@@ -41,6 +41,7 @@ from .constructions import CONSTRUCTIONS
 from .exits import EARLY_EXIT, EXIT_RULE_NOTE
 from .intervene import STUDENT_INTERVENTIONS
 from .measures import TrainedStudents, chosen_measures, register_measure, run_measures
+from .smoothness import SMOOTHNESS
 
 # teacher_tracking: deprecated here (resflow <= 0.4 had it)
 from .tracking import TEACHER_TRACKING, teacher_tracking  # noqa: F401
@@ -49,7 +50,7 @@ __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoi
            "run_started", "RECORD_NAME", "FIGURE_NAME", "FITS_NAME", "RUN_INFO"]
 
 # the measures every run takes of its trained students, in this order (more: register_measure)
-for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT, CONSTRUCTIONS):
+for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT, CONSTRUCTIONS, SMOOTHNESS):
     register_measure(_measure)
 
 RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
