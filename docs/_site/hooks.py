@@ -39,6 +39,7 @@ REFERENCE = {
     "resflow.experiments": "Experiment configurations",
     "resflow.workflows": "One function per command",
     "resflow.demos": "Classroom demos",
+    "resflow.testing": "Hypothesis strategies and law checks",
 }
 #: The figure on the home page and the demo that draws it (``resflow demo stack_to_ode``).
 HOME_FIGURE = ("assets/figures/stack_to_ode.png", "stack_to_ode")

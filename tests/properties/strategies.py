@@ -1,12 +1,12 @@
-"""Shared hypothesis strategies for resflow's property tests."""
+"""Shared hypothesis strategies for resflow's property tests: the public ones of :mod:`resflow.testing`."""
 
-from hypothesis import strategies as st
+from resflow.testing import strategies as rst
 
-sigmas = st.floats(min_value=1e-2, max_value=10.0, allow_nan=False)
-rhos = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
-hursts = st.floats(min_value=0.05, max_value=0.95, allow_nan=False)
-members = st.integers(min_value=1, max_value=200)
-seeds = st.integers(min_value=0, max_value=2**31 - 1)
+sigmas = rst.sigmas()
+rhos = rst.rhos()
+hursts = rst.hursts()
+members = rst.members()
+seeds = rst.seeds()
 
 
 def examples(n: int) -> int:
