@@ -10,7 +10,7 @@ import torch
 import xarray as xr
 
 from .._validate import check_int
-from ..analysis import Mentions, colors, new_figure, step_angles, update_angles
+from ..analysis import Mentions, colors, construction_loss, new_figure, step_angles, update_angles
 from ..errors import ConfigError, FitFailedError
 from ..experiments import ExperimentConfig
 from ..loglog import slopes
@@ -70,7 +70,9 @@ def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] 
     for the cpu preset's 12k steps and 1.23 and 3.05 for the converged run, docs/results.md); the smooth
     teacher's loss already falls faster.  The recipe is :meth:`resflow.TrainConfig.classroom` at a fifth of
     its steps and twice its learning rate; that recipe at its own size (width 8, 3000 steps) is the Python
-    example of :func:`resflow.train`.
+    example of :func:`resflow.train`.  Beside each teacher's students, open diamonds on a dotted line are its
+    *constructions* (:func:`resflow.analysis.construction_loss`): students built from the teacher, not trained,
+    whose losses follow the laws (about ℓ^-1 rough, ℓ^-2 smooth, before the finite teacher's factor).
     """
     started = time.perf_counter()
     seed, steps = check_int("seed", seed, minimum=0), check_int("steps", steps, minimum=1)
@@ -83,14 +85,23 @@ def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] 
                      strict=True))
     targets, ell = list(config.targets), np.array(config.depths, float)
     loss = np.array([[final[(t, d)] for d in config.depths] for t in targets])
+    teachers = {key[0]: teacher for key, teacher in config.teachers().items()}
+    x = torch.randn((8192, width), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    built = np.array([[construction_loss(teachers[t].double(), d, "euler", x) for d in config.depths]
+                      for t in targets], dtype=float)
     data = xr.Dataset({"final_loss": (("target", "depth"), loss,
-                                      {"long_name": "final test loss (MSE)", "units": "1"})},
+                                      {"long_name": "final test loss (MSE)", "units": "1"}),
+                       "construction_loss": (("target", "depth"), built, {
+                           "long_name": "loss of the construction (built from the teacher, not trained)",
+                           "units": "1"})},
                       coords={"target": targets, "depth": ell})
     fig, (ax,) = new_figure(1, figsize=(5.5, 4.2))
     mentions = Mentions()
-    for color, target, curve in zip(colors("tab10", len(targets)), targets, loss, strict=True):
+    for color, target, curve, reference in zip(colors("tab10", len(targets)), targets, loss, built, strict=True):
         ax.loglog(ell, curve, "o-", color=color,
                   label=f"{mentions(target)} teacher: loss ∝ ℓ^-{float(slopes(ell, curve)):.2f}")
+        ax.loglog(ell, reference, "d:", mfc="none", color=color,
+                  label=f"its construction (not trained): ℓ^-{float(slopes(ell, reference)):.2f}")
     ax.set(xlabel="student depth ℓ", ylabel="final test loss", title=f"{steps} steps, width {width}")
     ax.legend(fontsize=8)
     return finish("smooth_vs_rough", "Smooth teachers reward depth more than rough ones", fig, data, started,
