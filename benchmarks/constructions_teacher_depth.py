@@ -29,7 +29,8 @@ def main() -> None:
     depths = np.array([2.0, 4.0, 8.0, 16.0])
     print("| teacher | L_T | plain α predicted by the law | measured (mean ± sd over seeds) |")
     print("|---|---|---|---|")
-    for family, name, alpha in (("independent", "rough (block-sum)", 1), ("tied", "smooth (teacher-field Euler)", 2)):
+    readings = (("independent", "rough (block-sum)", 1), ("tied", "smooth (teacher-field Euler)", 2))
+    for family, name, alpha in readings:
         for teacher_depth in args.teacher_depths:
             measured = []
             for seed in range(args.seeds):

@@ -66,13 +66,13 @@ def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] 
 
     A toy version of the main experiment (``resflow run smooth-vs-rough``): one replicate, width 4,
     600 steps at a large learning rate, so the students are far from trained and the slopes are
-    rough (about 1.1 for the rough teacher and 1.6 for the smooth one at seed 0, against 1.12 and 2.77
-    for the cpu preset's 12k steps and 1.23 and 3.05 for the converged run, docs/results.md); the smooth
+    rough (about 1.1 for the rough teacher and 1.6 for the smooth one at seed 0, against 1.24 and 3.17
+    for the 48k-step run, itself a bound, docs/results.md); the smooth
     teacher's loss already falls faster.  The recipe is :meth:`resflow.TrainConfig.classroom` at a fifth of
     its steps and twice its learning rate; that recipe at its own size (width 8, 3000 steps) is the Python
-    example of :func:`resflow.train`.  Beside each teacher's students, open diamonds on a dotted line are its
-    *constructions* (:func:`resflow.analysis.construction_loss`): students built from the teacher, not trained,
-    whose losses follow the laws (about ℓ^-1 rough, ℓ^-2 smooth, before the finite teacher's factor).
+    example of :func:`resflow.train`.  Beside each teacher's students, open diamonds on a dotted line are
+    its *constructions* (:func:`resflow.analysis.construction_loss`): students built from the teacher, not
+    trained, whose losses follow the laws (about ℓ^-1 rough, ℓ^-2 smooth, before the finite teacher's factor).
     """
     started = time.perf_counter()
     seed, steps = check_int("seed", seed, minimum=0), check_int("steps", steps, minimum=1)
@@ -97,7 +97,8 @@ def smooth_vs_rough(seed: int = 0, *, steps: int = 600, depths: tuple[int, ...] 
                       coords={"target": targets, "depth": ell})
     fig, (ax,) = new_figure(1, figsize=(5.5, 4.2))
     mentions = Mentions()
-    for color, target, curve, reference in zip(colors("tab10", len(targets)), targets, loss, built, strict=True):
+    palette = colors("tab10", len(targets))
+    for color, target, curve, reference in zip(palette, targets, loss, built, strict=True):
         ax.loglog(ell, curve, "o-", color=color,
                   label=f"{mentions(target)} teacher: loss ∝ ℓ^-{float(slopes(ell, curve)):.2f}")
         ax.loglog(ell, reference, "d:", mfc="none", color=color,
