@@ -25,5 +25,5 @@ EXPERIMENT = Experiment(
     summary="Euler and midpoint (RK2, one MLP per stage) students of both teachers: a higher-order block "
             "steepens the procedural law and does nothing against a rough target.",
     presets=PRESETS, figure=figure,
-    costs={},
+    costs={"cpu": "45 min 37 s on one thread, the other core busy (docs/results.md)"},
 )
