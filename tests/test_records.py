@@ -144,3 +144,25 @@ def test_store_check_applies_each_kinds_validator_and_knows_no_variable_itself(t
     assert store.check().ok  # the store alone only loads records
     report = store.check({"toy-run": run_problems})
     assert not report.ok and "lacks final_loss_batch" in next(iter(report.unreadable.values()))
+
+
+def test_merging_replicates_keeps_the_configuration_that_the_law_fit_reads(fresh, tmp_path):
+    """A sweep's cells of one grid point differ only in their replicates: the merged run keeps their
+    configuration (the teacher's depth, for the finite-teacher factor) with the merged replicates; runs that
+    differ in more have none (before 0.5 every merge dropped it, and the law α silently equalled the plain α)."""
+    store, records = fresh
+    ds = store.load(records["smooth-vs-rough"])
+    config = json.loads(ds.attrs["config"])
+    cells = Store.open(tmp_path / "cells", create=True)
+    ids = []
+    for r in (0, 1):
+        cell = ds.sel(replicate=[r])
+        cell.attrs = dict(ds.attrs) | {"config": json.dumps(config | {"first_replicate": r, "replicates": 1})}
+        ids.append(cells.write(cell, kind="toy-run", name="smooth-vs-rough"))
+    merged = merge_runs(cells, ids)
+    assert json.loads(merged.attrs["config"]) == config | {"first_replicate": 0, "replicates": 2}
+    fits = resflow.analysis.fit_dataset(merged)
+    assert all(f.law_exponent != f.exponent for f in fits)  # the factor of a teacher of depth 8 is divided out
+    other = ds.sel(replicate=[1])
+    other.attrs = dict(ds.attrs) | {"config": json.dumps(config | {"first_replicate": 1, "teacher_depth": 16})}
+    assert "config" not in merge_runs(cells, [ids[0], cells.write(other, kind="toy-run", name="smooth-vs-rough")]).attrs

@@ -296,7 +296,32 @@ def merge_runs(store: Store, records: Sequence[str | RecordInfo]) -> xr.Dataset:
     merged = xr.combine_by_coords(datasets, combine_attrs="drop_conflicts", data_vars="all", join="outer",
                                   compat="no_conflicts")
     merged.attrs["merged_records"] = json.dumps(names)
+    config = _merged_config([d.attrs.get("config") for d in datasets], merged)
+    if config is not None:
+        merged.attrs["config"] = config
     return merged
+
+
+_REPLICATE_KEYS = ("first_replicate", "replicates")
+
+
+def _merged_config(configs: list, merged: xr.Dataset) -> str | None:
+    """The configuration of runs that differ only in their replicates (a sweep's cells of one grid point,
+    runs of other seeds): the first's, with ``first_replicate`` and ``replicates`` those of the merged run --
+    so the fits still read the teacher's depth and the finite-teacher factor.  None when the runs differ in
+    anything else (their configuration is then not one run's, and the merged run has none, as before)."""
+    try:
+        parsed = [json.loads(c) for c in configs]
+    except (TypeError, ValueError):
+        return None
+    if not parsed or not all(isinstance(c, dict) for c in parsed):
+        return None
+    rest = [{k: v for k, v in c.items() if k not in _REPLICATE_KEYS} for c in parsed]
+    if any(r != rest[0] for r in rest[1:]):
+        return None
+    replicates = [int(r) for r in merged["replicate"].values]
+    return json.dumps(parsed[0] | {"first_replicate": min(replicates), "replicates": len(replicates)},
+                      sort_keys=True)
 
 
 def full_length(ds: xr.Dataset) -> xr.Dataset:
