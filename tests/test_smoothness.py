@@ -70,3 +70,12 @@ def test_every_trained_student_gets_its_smoothness_and_a_one_layer_student_none(
     for i, depth in enumerate((1, 2, 4, 3)):
         assert np.isfinite(out["layer_change"][i, :depth - 1]).all() and np.isnan(out["layer_change"][i, depth - 1:]).all()
     assert np.all(out["weight_variation"][1:] > 0)  # a scratch student's layers start independent
+
+
+def test_a_change_is_measured_against_the_layer_it_starts_from():
+    """θ_1 = 2 θ_0: the change is |θ_0| / |θ_0| = 1 (against the next layer's norm it would read 1/2); the
+    variation is |θ_0| over the mean norm 1.5 |θ_0|."""
+    a = torch.randn(1, N, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    change, variation = weight_smoothness(_params(torch.cat([a, 2 * a])))
+    torch.testing.assert_close(change, torch.ones(1, dtype=torch.float64))
+    assert math.isclose(variation, 1 / 1.5, rel_tol=1e-12)

@@ -56,3 +56,17 @@ def test_the_checks_refuse_what_is_not_the_law():
     relu = MLPField(2, hidden=16, seed=0, dtype=torch.float64)  # relu²: C¹ only, fourth order is lost
     with pytest.raises(AssertionError, match="the law says 8"):
         checks.assert_stack_has_order(relu, "rk38")
+
+
+def test_the_ensemble_check_refuses_a_simulation_five_percent_off():
+    """An ensemble whose outputs are 5% too large (mean square 10% off) fails at 20k draws, whose tolerance is
+    5 standard errors √(2/N) = 5%; the same ensemble unscaled passes."""
+    from resflow import NoisyEnsemble
+
+    class Louder(NoisyEnsemble):
+        def __call__(self, *args, **kwargs):
+            return 1.05 * super().__call__(*args, **kwargs)
+
+    checks.assert_ensemble_matches_law(NoisyEnsemble(16, 1.0, "correlated:0.3"))
+    with pytest.raises(AssertionError, match="off the law"):
+        checks.assert_ensemble_matches_law(Louder(16, 1.0, "correlated:0.3"))
