@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
 import resflow
 from resflow import StudentSpec, Teacher, TrainConfig, train
@@ -65,28 +62,28 @@ def test_the_tied_construction_is_the_teachers_field_integrated_in_fewer_steps()
                                    resflow.dynamics.fields.rmsnorm(h), rtol=1e-12, atol=1e-12)
 
 
-def _law_alpha(spec, seed, law):
+def _plain_alpha(spec, seed):
     teacher = _teacher(spec, seed=seed)
     depths = np.array([2, 4, 8, 16])
     losses = np.array([construction_loss(teacher, int(d), "euler", _inputs(teacher)) for d in depths])
-    factor = resflow.analysis.finite_teacher_factor(law, depths, 32.0)
-    return -np.polyfit(np.log(depths), np.log(losses / factor), 1)[0], -np.polyfit(np.log(depths),
-                                                                                  np.log(losses), 1)[0]
+    return -np.polyfit(np.log(depths), np.log(losses), 1)[0]
 
 
 def test_the_block_sum_student_follows_the_finite_teacher_ensemble_law():
     """Law α of the rough teacher's construction over ℓ = 2–16 (L_T = 32): 1, within a 99% Student-t
     interval of the teacher seeds' spread (a law α of 1.3, the plain slope, must not pass)."""
-    seeds = range(4)
-    alphas = np.array([_law_alpha("independent", s, "finite-teacher-ensemble")[0] for s in seeds])
-    half = stats.t.ppf(0.995, len(alphas) - 1) * alphas.std(ddof=1) / math.sqrt(len(alphas))
+    from resflow.testing.checks import construction_exponent, mean_tolerance
+
+    alphas = np.array([construction_exponent(_teacher("independent", seed=s), "finite-teacher-ensemble",
+                                             n_inputs=4096, seed=7)[0] for s in range(4)])
+    half = mean_tolerance(alphas, confidence=0.99)
     assert abs(alphas.mean() - 1.0) <= half, (alphas, half)
     assert abs(alphas.mean() - 1.3) > half
 
 
 def test_the_smooth_construction_falls_faster_with_depth_than_the_rough_one():
-    rough = [_law_alpha("independent", s, "finite-teacher-ensemble")[1] for s in range(2)]
-    smooth = [_law_alpha("tied", s, "finite-teacher-procedural-incoherent")[1] for s in range(2)]
+    rough = [_plain_alpha("independent", s) for s in range(2)]
+    smooth = [_plain_alpha("tied", s) for s in range(2)]
     assert min(smooth) > max(rough) + 1.0, (smooth, rough)
 
 

@@ -159,7 +159,7 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
                      f"({int(steps.sel(length=length, depth=d)) / 1000:g}k)" for d in ds["depth"].values]
             lines.append(f"| {row} | {float(length):g} | " + " | ".join(cells) + " |")
 
-    lines += construction_table(ds, name)
+    lines += construction_table(ds, fits, name)
     interval = _interval
     lines += ["", "Verdict v2 of the best students (has this route stopped improving?): drift of α between "
               "the two longest lengths and the remaining gain by depth:", "",
@@ -250,19 +250,19 @@ def run_tables(ds: xr.Dataset, record: str) -> str:
     return "\n".join(lines)
 
 
-def construction_table(ds: xr.Dataset, name) -> list[str]:
+def construction_table(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[str]:
     """The constructions beside the best trained students (:mod:`resflow.probing.constructions`): per series
     and depth the construction's loss and the trained student's over it (full length, replicate means), and
     the construction's plain and law exponents with intervals over replicates.  Empty when the run has no
     ``construction_loss`` or no construction is defined for it.  ``ds`` is one start per cell
-    (:func:`~resflow.records.best_start`); ``name(mentions, target, scheme, temperature, groups)`` names a
-    series."""
+    (:func:`~resflow.records.best_start`), ``fits`` its fits (the teacher's depth); ``name(mentions, target,
+    scheme, temperature, groups)`` names a series."""
     if "construction_loss" not in ds or not np.isfinite(ds["construction_loss"].values).any():
         return []
     dims = list(SERIES_DIMS)
     full = ds.sel(length=ds["length"].max()).stack(series=dims)
     depths = [int(d) for d in ds["depth"].values]
-    teacher_depth = float(json.loads(ds.attrs.get("config", "{}") or "{}").get("teacher_depth", np.inf))
+    teacher_depth = fits[0].teacher_depth if fits else np.inf  # the run's fits read it from its config
     lines = ["", "Constructions beside the trained students (built from the teacher, not trained: each layer "
              "steps the mean of its k = L_T/ℓ teacher fields by the student's scheme — the block-sum "
              "student of a rough teacher, the teacher-field Euler student of a smooth one; "
