@@ -78,6 +78,21 @@ PRESETS = {
 }
 
 
+def axis_presets(experiment: str) -> dict[str, ExperimentConfig]:
+    """The presets of an axis experiment (``student-width``, ``teacher-depth``), each swept along its axis:
+    ``cpu`` (the main job's recipe at depths 2, 4, 8, two replicates: about ten minutes on 2 cores per axis
+    at the teacher's size), ``long`` (the main job's depths and replicates at 12k steps: a long CPU run or a
+    GPU's) and ``paper`` (the study's scale, for a GPU)."""
+    cpu = PRESETS["cpu"]
+    return {
+        "cpu": dataclasses.replace(cpu, experiment=experiment, depths=(2, 4, 8), replicates=2),
+        "long": dataclasses.replace(cpu, experiment=experiment,
+                                    train=dataclasses.replace(cpu.train, steps=12_000, eval_every=2000,
+                                                              checkpoint_every=3000)),
+        "paper": dataclasses.replace(PRESETS["paper"], experiment=experiment),
+    }
+
+
 def figure(ds, fits):
     from resflow.analysis import plot_experiment
 

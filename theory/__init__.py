@@ -21,6 +21,7 @@ from . import (
     llm_scaling,
     roughness,
     taylor_matching,
+    width,
 )
 from ._law import Derivation
 
@@ -58,5 +59,6 @@ LAWS: dict[str, Callable[[], Derivation]] = {
     "trace-ensemble": interventions.derive_trace_ensemble,
     "trace-flow": interventions.derive_trace_flow,
     "llm-depth-width": llm_scaling.derive,
+    "width-limited-block": width.derive_width_limited,
 }
 """Law name -> derivation function."""

@@ -34,8 +34,10 @@ def list_experiments() -> str:
     for name, experiment in registered().items():
         lines.append(f"{name}: {experiment.summary}")
         for preset_name, config in experiment.presets.items():
-            lines.append(f"  --preset {preset_name:14s} {config.describe()}; on 2 CPU cores: "
-                         f"{experiment.costs.get(preset_name, 'not measured')}")
+            axis = experiment.grid(preset_name)
+            lines.append(f"  --preset {preset_name:14s} {config.describe()}"
+                         + (f" at each value, an axis ({'; '.join(axis)}; resflow sweep)" if axis else "")
+                         + f"; on 2 CPU cores: {experiment.costs.get(preset_name, 'not measured')}")
     return "\n".join(lines)
 
 

@@ -89,7 +89,7 @@ def run(
     """Train students against teachers (or the language-model ladder), fit depth exponents, write the run,
     its fits and a figure."""
     from resflow import ConfigError
-    from resflow.experiments import ExperimentConfig
+    from resflow.experiments import ExperimentConfig, get_experiment
     from resflow.experiments import preset as load_preset
     from resflow.workflows import run_experiment, run_ladder
 
@@ -111,6 +111,11 @@ def run(
                 raise ConfigError(f"name an EXPERIMENT ({', '.join(experiment_names())}); resflow run --list "
                                   "shows them with their presets.")
             config = load_preset(experiment, preset)
+            if axis := get_experiment(experiment).grid(preset):
+                raise ConfigError(f"preset {preset!r} of {experiment} is an axis ({'; '.join(axis)}): it runs "
+                                  f"one cell per value, `resflow sweep {experiment} --preset {preset} "
+                                  f"--out STORE`, read by `resflow report STORE --axis "
+                                  f"{axis[0].partition('=')[0]}`.")
             toy = isinstance(config, ExperimentConfig)
             overrides = (device_overrides(device, set_, "train.device" if toy else "device")
                          + ([f"{'replicates' if toy else 'seeds'}={replicates}"] if replicates else []))
@@ -203,15 +208,29 @@ def report(
                                                   min=0)] = None,
     figure: Annotated[Path | None, typer.Option(help="Also redraw the run's figure into this PNG (never over "
                                                      "an existing file).")] = None,
+    axis: Annotated[str | None, typer.Option(help="Tables along a swept key instead of one run: the cells of "
+                                                  "the latest sweep in STORE that varies it (e.g. "
+                                                  "student_hidden, teacher_depth).")] = None,
+    sweep: Annotated[str | None, typer.Option(help="With --axis: this sweep's cells (its id, as `resflow "
+                                                   "sweep` prints it).")] = None,
 ) -> None:
     """Markdown tables of a run: the separation, exponents certified or bound, best losses and route spreads,
     losses by training length, verdict v2, estimates, accumulation; and the runs without a record yet (on
-    stderr)."""
-    from resflow.workflows import draw_run_figure, report_run, unfinished_note
+    stderr).  With --axis KEY: the exponents and losses of a sweep along KEY."""
+    from resflow import IncompatibleOptionsError
+    from resflow.workflows import axis_report, draw_run_figure, report_run, unfinished_note
 
     from .tables import markdown_width
 
     with user_errors():
+        if axis is not None:
+            if record is not None or figure is not None or replicate is not None:
+                raise IncompatibleOptionsError("--axis reports a sweep's cells along a key; it takes no RECORD, "
+                                               "--figure or --replicate.")
+            typer.echo(axis_report(store, axis, sweep=sweep, width=markdown_width(console)))
+            return
+        if sweep is not None:
+            raise IncompatibleOptionsError("--sweep picks the sweep of --axis; give --axis KEY with it.")
         typer.echo(report_run(store, record, experiment=experiment, replicate=replicate,
                               width=markdown_width(console)))
         if figure is not None:

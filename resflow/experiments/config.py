@@ -65,6 +65,8 @@ class ExperimentConfig:
     ``teacher-tracking``, ``interventions``, ``early-exit``, ``constructions``, ``smoothness`` and any
     registered one):
     ``("all",)`` every one that applies, ``()`` none; a measure not taken adds no variables to the record.
+    ``student_hidden`` is the hidden width of the students' MLP blocks; 0: the teacher's (``4 * width``, the
+    study's students).  ``resflow sweep ... --grid student_hidden=32,64,128`` makes it an axis.
     ``experiment`` names the registered experiment that draws the figure
     (:func:`resflow.experiments.registered`).
     """
@@ -88,13 +90,14 @@ class ExperimentConfig:
     routes: tuple[str, ...] = ("scratch",)
     inits: int = 1
     measures: tuple[str, ...] = ("all",)
+    student_hidden: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.experiment, str) or not self.experiment:
             raise ConfigError(f"experiment must be a registered experiment name; got {self.experiment!r}.")
         for name in ("width", "teacher_depth", "vocab", "replicates", "inits"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
-        for name in ("teacher_seed", "seed", "first_replicate"):
+        for name in ("teacher_seed", "seed", "first_replicate", "student_hidden"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
         for name, example in (("depths", "(2, 4, 8)"), ("schemes", "('euler',)"),
                               ("targets", "('independent',)"), ("lengths", "(0.5, 1.0)")):
@@ -231,7 +234,8 @@ class ExperimentConfig:
 
     def student_specs(self) -> list[StudentSpec]:
         temps = self.train.temperatures if self.train.loss == "kl" else (math.nan,)
-        return [StudentSpec(t, s, d, r, temp, length, k, self.budget(d), route, i) for route in self.routes
+        return [StudentSpec(t, s, d, r, temp, length, k, self.budget(d), route, i, self.student_hidden)
+                for route in self.routes
                 for t in self.targets for s in self.schemes for d in self.route_depths(route)
                 for r in self.replicate_ids for temp in temps for length in self.lengths
                 for k in self.student_groups for i in range(self.inits)]
@@ -269,6 +273,8 @@ class ExperimentConfig:
             del out["inits"]
         if self.measures == ("all",):  # every measure: as before the field
             del out["measures"]
+        if self.student_hidden == 0:  # the teacher's hidden width: as before the field
+            del out["student_hidden"]
         return out
 
     def to_json(self) -> str:

@@ -50,6 +50,10 @@ class Experiment:
     report : callable or None
         ``report(ds, record) -> str``: Markdown tables of one run (``resflow report``); None for the
         tables every run has (:func:`resflow.presenting.report.run_tables`).
+    grids : mapping
+        Preset name -> the keys that preset sweeps and their values (``{"student_hidden": (32, 64, 128)}``):
+        an *axis* preset, run by ``resflow sweep NAME --preset P`` (one cell per value and replicate) and read
+        by ``resflow report STORE --axis KEY``; ``resflow run`` refuses it and names that command.
     """
 
     name: str
@@ -60,15 +64,19 @@ class Experiment:
     costs: Mapping[str, str] = field(default_factory=dict)
     seconds: Mapping[str, float] = field(default_factory=dict)
     report: Callable[..., str] | None = None
+    grids: Mapping[str, Mapping[str, tuple]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "presets", MappingProxyType(dict(self.presets)))
+        object.__setattr__(self, "grids", MappingProxyType({k: MappingProxyType(dict(v))
+                                                            for k, v in self.grids.items()}))
         object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))
         object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
         object.__setattr__(self, "seconds", MappingProxyType(dict(self.seconds)))
-        unknown = sorted((set(self.notes) | set(self.costs) | set(self.seconds)) - set(self.presets))
+        unknown = sorted((set(self.notes) | set(self.costs) | set(self.seconds) | set(self.grids))
+                         - set(self.presets))
         if unknown:
-            raise ConfigError(f"notes, costs or seconds of experiment {self.name!r} "
+            raise ConfigError(f"notes, costs, seconds or grids of experiment {self.name!r} "
                               f"name presets it does not have: {unknown}.")
         bad = {k: v for k, v in self.seconds.items() if not isinstance(v, int | float) or not v > 0}
         if bad:
@@ -81,6 +89,11 @@ class Experiment:
                 raise ConfigError(f"preset {key!r} of experiment {self.name!r} must be a configuration with "
                                   f"experiment={self.name!r} (an ExperimentConfig, or one with its "
                                   "with_overrides, describe, keys, progress_total and to_json).")
+
+    def grid(self, preset: str) -> tuple[str, ...]:
+        """The ``--grid`` items of an axis preset (``("student_hidden=32,64,128",)``); () for a preset of one
+        configuration."""
+        return tuple(f"{key}={','.join(map(str, values))}" for key, values in self.grids.get(preset, {}).items())
 
     def preset(self, name: str) -> Any:
         if name not in self.presets:

@@ -87,6 +87,9 @@ class StudentSpec:
     init : int
         Which independent draw of its route's random start (0: the draw of every earlier version), so that
         the spread over initialisations is measured apart from the spread over teachers.
+    hidden : int
+        The hidden width of its MLP blocks; 0 (the default): its teacher's (the study's students), so that
+        the student's width can be an axis of its own (``docs/results.md``, width).
     """
 
     target: str
@@ -99,6 +102,7 @@ class StudentSpec:
     budget: float = 1.0
     route: str = "scratch"
     init: int = 0
+    hidden: int = 0
 
     def __post_init__(self) -> None:
         if self.route not in ROUTES:
@@ -109,6 +113,9 @@ class StudentSpec:
                 or self.weight_groups < 0):
             raise ConfigError("weight_groups must be 0 (every layer its own weights) "
                               f"or a number of weight groups >= 1; got {self.weight_groups!r}.")
+        if isinstance(self.hidden, bool) or not isinstance(self.hidden, int) or self.hidden < 0:
+            raise ConfigError("hidden must be a student's hidden width >= 1, or 0 for its teacher's; "
+                              f"got {self.hidden!r}.")
         if (isinstance(self.budget, bool) or not isinstance(self.budget, int | float)
                 or not 0 < self.budget <= 1):
             raise ConfigError(f"budget must be a share of the run's steps in (0, 1]; got {self.budget!r}.")
@@ -121,7 +128,7 @@ class StudentSpec:
 
     # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
     def __repr__(self) -> str:
-        left_out = {"weight_groups": 0, "budget": 1, "route": "scratch", "init": 0}
+        left_out = {"weight_groups": 0, "budget": 1, "route": "scratch", "init": 0, "hidden": 0}
         fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
                   if not (f.name in left_out and getattr(self, f.name) == left_out[f.name])]
         return f"StudentSpec({', '.join(fields)})"
@@ -133,10 +140,10 @@ class StudentSpec:
 
     def sort_key(self) -> tuple:
         """Deterministic order: scheme, length, deepest first, then target, replicate, temperature (NaN-safe),
-        weight groups, route, init."""
+        weight groups, route, init, hidden width."""
         temp = -1.0 if math.isnan(self.temperature) else self.temperature
         return (self.scheme, -self.length, -self.depth, self.target, self.replicate, temp, self.weight_groups,
-                list(ROUTES).index(self.route), self.init)
+                list(ROUTES).index(self.route), self.init, self.hidden)
 
 
 def student_seed(seed: int, scheme: str, depth: int, init: int = 0, route: str = "scratch") -> int:
@@ -177,8 +184,10 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
     The seed is :func:`student_seed` of the spec's replicate, scheme, depth, init and route.  Route
     ``"smooth"`` then gives every layer layer 0's ``W1`` and ``b1`` (a start constant along depth); route
     ``"continuation"`` has no draw of its own (its weights come from its parent,
-    :func:`resflow.training.train_routes`) and is refused.
+    :func:`resflow.training.train_routes`) and is refused.  ``hidden`` is the teacher's hidden width, used
+    unless the spec gives its own (:attr:`StudentSpec.hidden`).
     """
+    hidden = spec.hidden or hidden
     if spec.route == "continuation":
         raise ConfigError("a continuation student starts from the trained student of half its depth, "
                           "not from a draw: train it with resflow.training.train_routes "

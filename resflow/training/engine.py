@@ -88,12 +88,12 @@ class Trainer:
                         else Targets(teachers, specs, self.replicates, self.temperatures, config.loss == "kl",
                                      self.dtype, self.device))
         inputs = self.targets.in_dim
-        # a bank per scheme, student structure (plain, or K weight groups), budget and training length
+        # a bank per scheme, student structure (plain, or K weight groups), hidden width, budget and length
         def key(s: StudentSpec) -> tuple:
-            return s.scheme, s.weight_groups, -s.budget, -s.length
+            return s.scheme, s.weight_groups, s.hidden, -s.budget, -s.length
 
         keys = sorted({key(s) for s in specs})
-        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, hidden, vocab, inputs)
+        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, g[2] or hidden, vocab, inputs)
                       for g in keys]
         self.bank_steps = [bank.specs[0].steps(config.steps) for bank in self.banks]
         self.initial = {repr(k): v for k, v in (initial or {}).items()}  # given initial parameters, by repr

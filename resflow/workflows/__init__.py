@@ -13,6 +13,7 @@ module          function                         command
 ``sweep``       :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
 ``bench``       :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
 ``report``      :func:`report_run`               ``resflow report`` (Markdown tables of a run)
+``axis``        :func:`axis_report`              ``resflow report STORE --axis KEY`` (a sweep along a key)
 ``figures``     :func:`draw_run_figure`          a run's figure redrawn from its record (docs/results.md)
 ``intervene``   :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
 ``stores``      :func:`check_store`              ``resflow store check`` (each kind checked by its writer),
@@ -31,6 +32,7 @@ This is the orchestration layer: it sits above simulation (:mod:`resflow.trainin
 The command line (:mod:`resflow.cli`) only parses, calls one of these and prints.
 """
 
+from .axis import axis_report
 from .bench import BenchResult, bench_engine
 from .compare import Comparison, compare_stores
 from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
@@ -52,7 +54,7 @@ __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult",
     "fit_llm_table", "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores",
     "FlowDemoConfig", "FlowDemoResult", "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep",
-    "parse_grid", "load_manifest", "BenchResult", "bench_engine", "report_run", "check_store",
+    "parse_grid", "load_manifest", "BenchResult", "bench_engine", "report_run", "axis_report", "check_store",
     "InterventionRun", "intervene_models", "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck",
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",

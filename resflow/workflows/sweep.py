@@ -23,6 +23,7 @@ from .._atomic import atomic_write
 from .._validate import check_int
 from ..errors import ConfigError, ResflowError
 from ..experiments.config import ExperimentConfig, parse_assignment
+from ..experiments.registry import get_experiment
 from ..experiments.registry import preset as load_preset
 from ..records.kinds import TOY_RUN
 from ..store import Store
@@ -102,6 +103,8 @@ class SweepPlan:
     def __post_init__(self) -> None:
         if self.replicates is not None:
             object.__setattr__(self, "replicates", check_int("replicates", self.replicates, minimum=1))
+        if not self.grid:  # an axis preset sweeps its own grid (Experiment.grids)
+            object.__setattr__(self, "grid", parse_grid(get_experiment(self.experiment).grid(self.preset)))
 
     def base_config(self) -> ExperimentConfig:
         config = load_preset(self.experiment, self.preset)
