@@ -17,6 +17,7 @@ EXPERIMENT = Experiment(
     summary="The students' hidden width as an axis (32, 64, 128; the teacher's is 64): α of both teachers "
             "against the width, beside the approximation view of a width-limited block.",
     presets=axis_presets("student-width"), figure=figure,
+    costs={"cpu": "25 min 26 s on 2 cores with a test suite running beside it (docs/results.md)"},
     # the paper preset's teachers have width 32, hidden 128
     grids={"cpu": {"student_hidden": (32, 64, 128)}, "long": {"student_hidden": (32, 64, 128, 256)},
            "paper": {"student_hidden": (64, 128, 256)}},
