@@ -24,6 +24,7 @@ import xarray as xr
 
 from ...fitting.fits import fit_offset
 from ...fitting.intervals import exponent_interval, over_replicates
+from ...fitting.profile import profile_offset_fit, seed_standard_errors
 from ...fitting.verdict import convergence_verdict
 from ...loglog import slopes
 from ..table.scaling_fit import MAX_EXPONENT
@@ -56,6 +57,16 @@ class LadderFit:
     converged: bool
     verdict: str
     failure: str | None  # why the depth law's interval is not a result, or None
+    # the profile-likelihood fit over depths >= MIN_LAW_DEPTH (resflow.fitting.profile): the offset profiled
+    # jointly with alpha; identified only where the losses determine the offset
+    law_depths: tuple[int, ...] = ()
+    profile_alpha: float = math.nan
+    profile_low: float = math.nan
+    profile_high: float = math.nan
+    profile_limit_low: float = math.nan
+    profile_limit_high: float = math.nan
+    identified: bool = False
+    profile: str = ""  # the interval, or why there is none (a phrase for tables)
 
     def to_json(self) -> dict:
         def clean(v):
@@ -109,6 +120,7 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
             failure = "one seed: no interval over seeds (train two or more)"
         elif not math.isfinite(law.low):
             failure = f"no interval over the {ds.sizes['seed']} seeds"
+        profile = _profile(depths, by_seed.mean(-1))
         fits.append(LadderFit(
             width=int(width), depths=tuple(depths), losses=tuple(float(v) for v in full.mean(axis=(1, 2))),
             seeds=int(ds.sizes["seed"]), alpha=law.value, alpha_low=law.low, alpha_high=law.high,
@@ -118,8 +130,23 @@ def ladder_fits(ds: xr.Dataset) -> list[LadderFit]:
             loss_limit=_mean([p[2] for p in per_seed]), exponent=plain.value, exponent_low=plain.low,
             exponent_high=plain.high, lesion_exponent=lesion_interval.value, lesion_low=lesion_interval.low,
             lesion_high=lesion_interval.high, converged=verdict.converged, verdict=verdict.text,
-            failure=failure))
+            failure=failure, **profile))
     return fits
+
+
+def _profile(depths: list[int], by_seed: np.ndarray) -> dict:
+    """The profile-likelihood fields of :class:`LadderFit` from the seed x depth losses (depths >= 2 only)."""
+    keep = [i for i, d in enumerate(depths) if d >= MIN_LAW_DEPTH]
+    law_depths = tuple(depths[i] for i in keep)
+    if len(keep) < 4 or by_seed.shape[0] < 2:
+        return {"law_depths": law_depths,
+                "profile": f"not fitted: needs four depths >= {MIN_LAW_DEPTH} and two seeds (has "
+                           f"{len(keep)} and {by_seed.shape[0]})"}
+    means, errors, dof = seed_standard_errors(by_seed[:, keep])
+    fit = profile_offset_fit(law_depths, means, errors, dof=dof)
+    return {"law_depths": law_depths, "profile_alpha": fit.alpha, "profile_low": fit.alpha_low,
+            "profile_high": fit.alpha_high, "profile_limit_low": fit.limit_low,
+            "profile_limit_high": fit.limit_high, "identified": fit.identified, "profile": fit.verdict}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +165,7 @@ class WidthDepthFit:
 
 
 MIN_WIDTHS = 3  # a width term c m^-a + L0 has three unknowns
+MIN_LAW_DEPTH = 2  # a one-layer transformer (no induction circuits) does not anchor the profiled depth law
 MIN_DEPTHS = 4  # c l^-a + L_inf has three (resflow.fitting.fits.fit_offset needs four points)
 
 

@@ -116,14 +116,17 @@ def ladder_rows(ds: xr.Dataset, record: str) -> list[ComparisonRow]:
     """The depth-law exponent of every width, as rows of ``resflow compare`` (a failed fit says so)."""
     rows = []
     for fit in ladder_fits(ds):
-        ok = fit.failure is None
-        regime = (classify(fit.alpha_low, fit.alpha_high, "euler", fit.converged, "unconverged") if ok
-                  else f"no result: {fit.failure}")
+        # the profile interval (offset free, depths >= 2): a ladder whose losses do not determine L∞ says so
+        ok = fit.identified
+        regime = (classify(fit.profile_low, fit.profile_high, "euler", fit.converged, "unconverged") if ok
+                  else f"no result: {fit.profile}")
+        depths = ", ".join(map(str, fit.law_depths))
         rows.append(ComparisonRow(source="llm",
-                                  name=f"lm-ladder d={fit.width} ({fit.seeds} seeds, c ℓ^-α + L∞)",
-                                  loss="cross-entropy", scheme="transformer", exponent=fit.alpha,
-                                  ci_low=fit.alpha_low if ok else math.nan,
-                                  ci_high=fit.alpha_high if ok else math.nan,
+                                  name=f"lm-ladder d={fit.width} ({fit.seeds} seeds, ℓ = {depths}, "
+                                       "c ℓ^-α + L∞, profile)",
+                                  loss="cross-entropy", scheme="transformer", exponent=fit.profile_alpha,
+                                  ci_low=fit.profile_low if ok else math.nan,
+                                  ci_high=fit.profile_high if ok else math.nan,
                                   converged=fit.converged, regime=regime, record=record))
     return rows
 
@@ -181,16 +184,20 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
         for length in ds["length"].values:
             row = mean.sel(width=w, length=length).values
             lines.append(f"| {int(w)} | {float(length):g} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
-    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), the plain slope, "
-              "the lesion exponent and the verdict:", "",
-              "| width | α [95%] | α per seed | L∞ | plain slope [95%] | lesion α [95%] | verdict |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), its profile-likelihood fit "
+              "(depths ≥ 2, the offset profiled jointly with α over 0 to the smallest loss; \"not identified\" "
+              "where the losses do not determine the offset), the plain slope, the lesion exponent and the "
+              "verdict:", "",
+              "| width | α [95%] | α per seed | L∞ | profile α, ℓ ≥ 2, L∞ free [95%] | plain slope [95%] | "
+              "lesion α [95%] | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
     for f in fits:
         # a failed fit shows no interval (one seed's would be evaluation noise only)
         alpha = (f"{_number(f.alpha, 2)} ({f.failure})" if f.failure
                  else _interval(f.alpha, f.alpha_low, f.alpha_high))
         lines.append(f"| {f.width} | {alpha} | {', '.join(_number(a, 2) for a in f.alpha_per_seed)} | "
-                     f"{_number(f.loss_limit)} | {_interval(f.exponent, f.exponent_low, f.exponent_high)} | "
+                     f"{_number(f.loss_limit)} | {f.profile} | "
+                     f"{_interval(f.exponent, f.exponent_low, f.exponent_high)} | "
                      f"{_interval(f.lesion_exponent, f.lesion_low, f.lesion_high)} | {f.verdict} |")
     if ds.sizes["seed"] < 2:
         lines += ["", "One seed: the plain slope's and the lesion exponent's intervals are evaluation noise "
