@@ -2,7 +2,8 @@
 
 ``resflow sweep teacher-depth --preset cpu --out STORE`` trains one cell per teacher depth and replicate;
 ``resflow report STORE --axis teacher_depth`` gives plain α, law α (the finite-teacher factor F divided out)
-and F's own shift of plain α per teacher depth: if F is the whole story, law α stays put while plain α moves.
+and F's own shift of plain α per teacher depth: if F is the whole story, law α stays put while plain α
+moves.
 """
 
 from __future__ import annotations

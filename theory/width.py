@@ -50,8 +50,9 @@ REFERENCES = (
 
 
 def block_third_order_sums() -> tuple[sp.Expr, sp.Expr]:
-    r"""The :math:`s^3` coefficients of :math:`k` composed Euler steps: :math:`\sum_{j<k}\binom j2 = \binom k3`
-    (of :math:`f'f'f`) and :math:`\frac12\sum_{j<k} j^2` (of :math:`f''(f,f)`)."""
+    r"""The :math:`s^3` coefficients of :math:`k` composed Euler steps:
+    :math:`\sum_{j<k}\binom j2 = \binom k3` (of :math:`f'f'f`) and :math:`\frac12\sum_{j<k} j^2`
+    (of :math:`f''(f,f)`)."""
     first = sp.factor(sp.summation(sp.binomial(j, 2).expand(func=True), (j, 0, k - 1)))
     second = sp.factor(sp.summation(j**2, (j, 0, k - 1)) / 2)
     return first, second
@@ -97,15 +98,17 @@ def derive_width_limited() -> Derivation:
         "trained student of a tied teacher, one width-limited block per k teacher steps: "
         "A eps l^(c-3) + B l^(c-5) (L_T -> oo)",
         sp.Eq(sp.Symbol("loss"), loss), (ell, L_T, A, B, c, epsilon), _exponent(loss),
-        "Tied teacher = L_T Euler steps of one field f (T = 1); a student layer is one MLP of hidden width h, "
-        "at least the teacher field's, that holds the block's first-order term k s f exactly and leaves a "
-        "share epsilon(h) of its second-order term binom(k,2) s^2 f'f and all of its third-order terms; "
+        "Tied teacher = L_T Euler steps of one field f (T = 1); a student layer is one MLP of hidden "
+        "width h, at least the teacher field's, that holds the block's first-order term k s f exactly and "
+        "leaves a share epsilon(h) of its second-order term binom(k,2) s^2 f'f and all of its third-order "
+        "terms; "
         "the two third-order elementary differentials f'f'f and f''(f,f) taken of equal norm and the "
         "orders' errors orthogonal (their squares add); the layers' errors reach the output with coherence "
         "l^c. Leading orders in s and H; l divides L_T. epsilon(h) is not derived: it falls with h, to be "
         "measured (resflow sweep student-width).",
         REFERENCES,
-        steps=(("f'f'f coefficient of k composed Euler steps (discrete sum)", sp.Eq(sp.Symbol("Q_3"), third_a)),
+        steps=(("f'f'f coefficient of k composed Euler steps (discrete sum)",
+                sp.Eq(sp.Symbol("Q_3"), third_a)),
                ("f''(f,f) coefficient of k composed Euler steps", sp.Eq(sp.Symbol("R_3"), third_b)),
                ("second- and third-order local error of a layer, T = 1",
                 sp.Tuple(sp.Eq(sp.Symbol("e_2"), e2), sp.Eq(sp.Symbol("e_3a"), e3a),

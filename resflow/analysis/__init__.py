@@ -24,6 +24,7 @@ from ..fitting.fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, f
 from ..fitting.fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
 from ..fitting.intervals import ExponentInterval, exponent_interval
 from ..fitting.law_fit import finite_teacher_factor, law_for_target
+from ..fitting.profile import ProfileFit, profile_offset_fit, seed_standard_errors
 from ..fitting.regimes import classify, regime_predictions
 from ..fitting.roughness import roughness_predictions
 from ..fitting.separation import SEPARATION_MARGIN, Separation, separations
@@ -81,6 +82,7 @@ __all__ = [
     "ROUTE_TOLERANCE", "DepthCertificate", "certify_depths", "route_error",
     "TAIL_TOLERANCE", "TailTest", "tail_test",
     "SEPARATION_MARGIN", "Separation", "separations",
+    "ProfileFit", "profile_offset_fit", "seed_standard_errors",
     "InterventionProfile", "lesion", "swap", "trace", "run_steps", "intervention_dataset",
     "stack_profiles", "PROFILE_LABELS", "intervention_exponents",
     "InterventionRow", "intervention_rows",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -112,10 +111,10 @@ def run(
                                   "shows them with their presets.")
             config = load_preset(experiment, preset)
             if axis := get_experiment(experiment).grid(preset):
-                raise ConfigError(f"preset {preset!r} of {experiment} is an axis ({'; '.join(axis)}): it runs "
-                                  f"one cell per value, `resflow sweep {experiment} --preset {preset} "
-                                  f"--out STORE`, read by `resflow report STORE --axis "
-                                  f"{axis[0].partition('=')[0]}`.")
+                raise ConfigError(
+                    f"preset {preset!r} of {experiment} is an axis ({'; '.join(axis)}): it runs one cell per "
+                    f"value, `resflow sweep {experiment} --preset {preset} --out STORE`, read by "
+                    f"`resflow report STORE --axis {axis[0].partition('=')[0]}`.")
             toy = isinstance(config, ExperimentConfig)
             overrides = (device_overrides(device, set_, "train.device" if toy else "device")
                          + ([f"{'replicates' if toy else 'seeds'}={replicates}"] if replicates else []))
@@ -225,8 +224,8 @@ def report(
     with user_errors():
         if axis is not None:
             if record is not None or figure is not None or replicate is not None:
-                raise IncompatibleOptionsError("--axis reports a sweep's cells along a key; it takes no RECORD, "
-                                               "--figure or --replicate.")
+                raise IncompatibleOptionsError("--axis reports a sweep's cells along a key; "
+                                               "it takes no RECORD, --figure or --replicate.")
             typer.echo(axis_report(store, axis, sweep=sweep, width=markdown_width(console)))
             return
         if sweep is not None:
@@ -336,77 +335,3 @@ def bench(
                           f"(median) after {c.steps} steps; {c.reference_ms_per_step:.1f} -> "
                           f"{c.other_ms_per_step:.1f} ms/step", highlight=False)
         console.print(f"wrote record {result.record} to store {out}", highlight=False)
-
-
-@app.command()
-def sweep(
-    experiment: Annotated[str, typer.Argument(help=" | ".join(experiment_names()))],
-    preset: Annotated[str, typer.Option(help=f"The preset every cell starts from. {PRESET_HELP}")] = "cpu",
-    device: Device = "auto",
-    grid: Annotated[list[str] | None, typer.Option("--grid", help="A swept key: KEY=V1,V2,... (repeatable; "
-                                                                  "any --set key).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key for every cell: "
-                                                                 "key=value (repeatable).")] = None,
-    replicates: Annotated[int | None, typer.Option(help="Replicates per grid point, one cell each (overrides "
-                                                        "the preset).", min=1)] = None,
-    out: StoreOption = DEFAULT_STORE,
-    workers: Annotated[int, typer.Option(help="Worker processes of a local dask cluster (0: serially in this "
-                                              "process).", min=0)] = 1,
-    scheduler: Annotated[str | None, typer.Option(help="Address of a running dask scheduler, tcp://HOST:PORT "
-                                                       "(instead of --workers).")] = None,
-    threads: Annotated[int | None, typer.Option(help="Torch threads per cell (default: cores / workers).",
-                                                min=1)] = None,
-    resources: Annotated[list[str] | None, typer.Option("--resources",
-                                                        help="A dask worker resource each cell needs: "
-                                                             "NAME=N, e.g. GPU=1 (repeatable).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Finish this sweep in --out: run only the cells "
-                                                          "without a record.")] = False,
-) -> None:
-    """Run a grid of configurations as independent cells on dask.distributed, each written to the store."""
-    from resflow import ConfigError, IncompatibleOptionsError, ResflowError
-    from resflow.workflows import SweepPlan, parse_grid, run_sweep
-
-    with user_errors():
-        if scheduler is not None and workers != 1:
-            raise IncompatibleOptionsError("--workers and --scheduler exclude each other: the scheduler's "
-                                           "workers run the cells.")
-        # a default device adds nothing, so a sweep's id (a hash of its overrides) is what it was before
-        # --device
-        sets = device_overrides(device, set_) if device != "auto" else list(set_ or [])
-        plan = SweepPlan(experiment, preset, tuple(sets), parse_grid(grid or []), replicates)
-        needs = {}
-        for item in resources or []:
-            name, _, amount = item.partition("=")
-            try:
-                needs[name.strip()] = float(amount)
-            except ValueError:
-                raise ConfigError(f"--resources expects NAME=N such as GPU=1; got {item!r}.") from None
-        n_cells = len(plan.cells())
-        where = scheduler or (f"{workers} local worker process(es)" if workers else "this process")
-        err_console.print(f"sweep {plan.sweep_id}: {n_cells} cells on {where}", highlight=False)
-        rerun = shlex.join(
-            ["resflow", "sweep", experiment, "--preset", preset,
-             *[a for g in grid or [] for a in ("--grid", g)],
-             *[a for item in set_ or [] for a in ("--set", item)],
-             *(["--device", device] if device != "auto" else []),
-             *(["--replicates", str(replicates)] if replicates else []),
-             *[a for r in resources or [] for a in ("--resources", r)],
-             *(["--scheduler", scheduler] if scheduler else ["--workers", str(workers)]),
-             *(["--threads", str(threads)] if threads else []), "--out", str(out), "--resume"])
-        with interruptible(f"finished cells are in the store; continue with `{rerun}`"), \
-                progress_bar("cells", n_cells) as update:
-            result = run_sweep(plan, out=out, workers=workers, scheduler=scheduler, threads=threads,
-                               resources=needs or None, resume=resume,
-                               progress=lambda done, total, cell, ok: update(
-                                   done, note=("done " if ok else "[red]FAILED[/] ") + cell))
-        table = Table(title=f"Sweep {result.sweep_id} ({len(result.records)} of {len(result.cells)} "
-                            f"cells done; {result.ran} run now)")
-        for column in ("cell", "record or error"):
-            table.add_column(column)
-        for cell in result.cells:
-            table.add_row(cell, result.records.get(cell) or f"[red]{result.failed.get(cell, 'not run')}[/]")
-        console.print(table)
-        console.print(f"manifest {result.manifest}", highlight=False)
-        if result.failed:
-            raise ResflowError(f"{len(result.failed)} cell(s) failed: {'; '.join(result.failed)}. The other "
-                               f"cells are in the store; `{rerun}` retries only failed and missing cells.")

@@ -93,7 +93,8 @@ class Experiment:
     def grid(self, preset: str) -> tuple[str, ...]:
         """The ``--grid`` items of an axis preset (``("student_hidden=32,64,128",)``); () for a preset of one
         configuration."""
-        return tuple(f"{key}={','.join(map(str, values))}" for key, values in self.grids.get(preset, {}).items())
+        grid = self.grids.get(preset, {})
+        return tuple(f"{key}={','.join(map(str, values))}" for key, values in grid.items())
 
     def preset(self, name: str) -> Any:
         if name not in self.presets:

@@ -40,10 +40,10 @@ def render_markdown() -> str:
         parts.append(f"\n## `{name}`\n\n{experiment.summary}\n")
         for preset, note in experiment.notes.items():
             parts.append(f"\n- `{preset}`: {note}\n")
-        for preset in experiment.grids:
+        for preset, grid in experiment.grids.items():
             parts.append(f"\n- `{preset}` is an axis, one run per value and replicate "
                          f"({'; '.join(experiment.grid(preset))}): `resflow sweep {name} --preset {preset} "
-                         f"--out STORE`, then `resflow report STORE --axis {next(iter(experiment.grids[preset]))}`.\n")
+                         f"--out STORE`, then `resflow report STORE --axis {next(iter(grid))}`.\n")
         keys = list(next(iter(experiment.presets.values())).keys())
         students = ", ".join(f"{p}: {c.describe()}" for p, c in experiment.presets.items())
         parts.append(f"\n{students}.\n\n| key | " + " | ".join(f"`{p}`" for p in presets) + " |\n")

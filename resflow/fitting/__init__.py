@@ -10,6 +10,7 @@ module             what it holds
 ``separation``     the first answer: tied minus independent exponents, paired, and whether they separate
 ``intervals``      one estimator and its interval from independent replicates (Student t; batch bootstrap)
 ``power_law``      one curve: the plain exponent, and the offset law A l^-alpha + C
+``profile``        the offset law profiled jointly over offset and exponent: an interval, or "not identified"
 ``law_fit``        the finite-teacher factor of the law-aware fit
 ``verdict``        the convergence verdict (v2): the exponent's drift and every depth's remaining gain
 ``extrapolation``  the loss along training lengths: its limit, the remaining gain, the asymptotic exponent;

@@ -6,9 +6,11 @@ seeds of each seed's best :math:`\alpha` hides that: every seed lands on the sam
 :func:`profile_offset_fit` measures the valley instead.  With the seed means :math:`\bar y_d` and their
 standard errors :math:`s_d` (spread over seeds), the deviance
 
-.. math:: D(L_\infty, \alpha) = \min_{c \ge 0} \sum_d \big(\bar y_d - L_\infty - c\,\ell_d^{-\alpha}\big)^2 / s_d^2
+.. math:: D(L_\infty, \alpha) = \min_{c \ge 0}
+          \sum_d \big(\bar y_d - L_\infty - c\,\ell_d^{-\alpha}\big)^2 / s_d^2
 
-(:math:`c` in closed form) is evaluated on a grid of the plausible offsets (from ``limit_range[0]``, default 0,
+(:math:`c` in closed form) is evaluated on a grid of the plausible offsets (from ``limit_range[0]``,
+default 0,
 to just under the smallest loss) and of exponents :math:`[0, \alpha_{\max}]`.  Profiles: over the offset,
 :math:`D(L_\infty) = \min_\alpha D`; over the exponent, :math:`D(\alpha) = \min_{L_\infty} D`.  The intervals
 are the values within :math:`\chi^2_1(0.95) = 3.84` of the minimum (Wilks), or within
@@ -48,7 +50,7 @@ class ProfileFit:
     limit_high: float
     deviance: float  # at the minimum (a chi-square with depths - 3 degrees of freedom if the law holds)
     span: float  # how far the offset's profile rises across the plausible offsets
-    threshold: float  # the deviance drop that bounds the intervals (3.84, or F_{1,dof}(0.95) with estimated errors)
+    threshold: float  # the deviance drop bounding the intervals (3.84; F_{1,dof}(0.95) with estimated errors)
     identified: bool  # span >= threshold and the alpha interval closed
     alpha_open: bool  # the alpha interval reaches the edge of the grid
     limits: np.ndarray = field(repr=False)  # the offset grid
@@ -62,7 +64,8 @@ class ProfileFit:
         if self.identified:
             return f"α {self.alpha:.2f} [{self.alpha_low:.2f}, {self.alpha_high:.2f}]"
         reach = ("" if not self.alpha_open else " or more")
-        return (f"not identified: α from {self.alpha_low:.2f} to {self.alpha_high:.2f}{reach} as L∞ goes from "
+        return (f"not identified: α from {self.alpha_low:.2f} to {self.alpha_high:.2f}{reach} "
+                f"as L∞ goes from "
                 f"{self.limits[0]:.3g} to {self.limits[-1]:.3g} (2Δlog-likelihood {self.span:.2f} < "
                 f"{self.threshold:.2f})" if self.span < self.threshold else
                 f"not identified: α {self.alpha_low:.2f} or more (the interval reaches the grid's end)")
@@ -73,8 +76,8 @@ def profile_offset_fit(depths, means, standard_errors, *, dof: int | None = None
                        alpha_points: int = 2000) -> ProfileFit:
     """Profile the deviance of :math:`c\\,\\ell^{-\\alpha} + L_\\infty` over the offset and the exponent.
 
-    ``means`` are the seed-mean losses at ``depths``, ``standard_errors`` their standard errors and ``dof`` the
-    degrees of freedom of those (:func:`seed_standard_errors`; None: known, the threshold is
+    ``means`` are the seed-mean losses at ``depths``, ``standard_errors`` their standard errors and ``dof``
+    the degrees of freedom of those (:func:`seed_standard_errors`; None: known, the threshold is
     :math:`\\chi^2_1(0.95)` = 3.84; else :math:`F_{1,\\mathrm{dof}}(0.95)`, wider, as a t interval is wider
     than a normal one); ``limit_range`` the plausible offsets (default: 0 to the smallest loss).
     """
@@ -85,10 +88,11 @@ def profile_offset_fit(depths, means, standard_errors, *, dof: int | None = None
         raise ConfigError("depths, means and standard_errors must be 1-d and of one length; got shapes "
                           f"{ell.shape}, {y.shape}, {se.shape}.")
     if ell.size < 4:
-        raise ConfigError(f"the offset law has three unknowns; profile it on four depths or more (got {ell.size}).")
+        raise ConfigError("the offset law has three unknowns; profile it on four depths or more "
+                          f"(got {ell.size}).")
     if not (np.all(np.isfinite(y)) and np.all(np.isfinite(se)) and np.all(se > 0) and np.all(ell > 0)):
-        raise ConfigError("depths and standard errors must be positive and every loss finite; a standard error "
-                          "needs two seeds or more.")
+        raise ConfigError("depths and standard errors must be positive and every loss finite; "
+                          "a standard error needs two seeds or more.")
     low, high = (0.0, float(y.min())) if limit_range is None else map(float, limit_range)
     high = min(high, float(y.min()))
     if not low < high:
@@ -163,8 +167,8 @@ def _interval(grid: np.ndarray, profile: np.ndarray, threshold: float) -> tuple[
 
 def seed_standard_errors(losses: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Seed means of ``losses`` (seed, depth), their standard errors and the degrees of freedom of those: the
-    spread over seeds pooled over depths (one variance: the seeds' spread is about the same at every depth, and
-    two or three seeds per depth could not estimate one each), over sqrt(seeds)."""
+    spread over seeds pooled over depths (one variance: the seeds' spread is about the same at every depth,
+    and two or three seeds per depth could not estimate one each), over sqrt(seeds)."""
     losses = np.asarray(losses, float)
     if losses.ndim != 2 or losses.shape[0] < 2:
         raise ConfigError("a standard error over seeds needs losses of shape (seeds >= 2, depths); "

@@ -93,8 +93,8 @@ class Trainer:
             return s.scheme, s.weight_groups, s.hidden, -s.budget, -s.length
 
         keys = sorted({key(s) for s in specs})
-        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, g[2] or hidden, vocab, inputs)
-                      for g in keys]
+        self.banks = [StudentBank([s for s in specs if key(s) == g], self.width, g[2] or hidden, vocab,
+                                  inputs) for g in keys]
         self.bank_steps = [bank.specs[0].steps(config.steps) for bank in self.banks]
         self.initial = {repr(k): v for k, v in (initial or {}).items()}  # given initial parameters, by repr
         self.bank_parent, self.bank_start = self._forks(config)

@@ -63,7 +63,8 @@ def axis_cells(store: Store, key: str, sweep: str | None = None) -> tuple[str, d
     if not found:
         raise ConfigError(f"--axis {key}: no sweep cell in {store.path} varies {key}"
                           + (f" in sweep {sweep}" if sweep else "")
-                          + f"; run e.g. `resflow sweep smooth-vs-rough --grid {key}=V1,V2 --out {store.path}`.")
+                          + f"; run e.g. `resflow sweep smooth-vs-rough --grid {key}=V1,V2 "
+                            f"--out {store.path}`.")
     chosen = sweep or order[-1]
     return chosen, dict(found[chosen])
 
@@ -102,8 +103,9 @@ def axis_report(store: Path | str, key: str, *, sweep: str | None = None, width:
                       _interval(f.law_exponent, f.law_ci_low, f.law_ci_high)]
             if shift:
                 cells_.append(_factor_shift(f))
-            cells_ += ["certified" if f.certified else "bound",
-                       _interval(gap.separation, gap.separation_ci_low, gap.separation_ci_high) if gap else ""]
+            between = (_interval(gap.separation, gap.separation_ci_low, gap.separation_ci_high) if gap
+                       else "")
+            cells_ += ["certified" if f.certified else "bound", between]
             lines.append("| " + " | ".join(cells_) + " |")
     lines += ["", _loss_table(key, values, fits_by_value)]
     if key in READINGS:

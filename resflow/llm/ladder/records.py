@@ -184,10 +184,10 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
         for length in ds["length"].values:
             row = mean.sel(width=w, length=length).values
             lines.append(f"| {int(w)} | {float(length):g} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
-    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), its profile-likelihood fit "
-              "(depths ≥ 2, the offset profiled jointly with α over 0 to the smallest loss; \"not identified\" "
-              "where the losses do not determine the offset), the plain slope, the lesion exponent and the "
-              "verdict:", "",
+    lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), its profile-likelihood "
+              "fit (depths ≥ 2, the offset profiled jointly with α over 0 to the smallest loss; "
+              "\"not identified\" where the losses do not determine the offset), the plain slope, "
+              "the lesion exponent and the verdict:", "",
               "| width | α [95%] | α per seed | L∞ | profile α, ℓ ≥ 2, L∞ free [95%] | plain slope [95%] | "
               "lesion α [95%] | verdict |",
               "|---|---|---|---|---|---|---|---|"]
