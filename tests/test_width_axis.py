@@ -101,6 +101,19 @@ def test_the_axis_report_fits_each_width_and_gives_the_slope_along_it(width_swee
     assert slope == pytest.approx(-math.log(b / a) / math.log(4), abs=0.006)
 
 
+def test_the_axis_figure_carries_the_sweeps_provenance_and_never_overwrites(width_sweep, tmp_path):
+    from PIL import Image
+
+    from resflow.workflows import axis_figure
+
+    out, sweep_id = width_sweep
+    path = axis_figure(out, "student_hidden", tmp_path / "axis.png")
+    description = Image.open(path).text["Description"]
+    assert sweep_id in description and '"axis": "student_hidden"' in description
+    with pytest.raises(ConfigError, match="exists"):
+        axis_figure(out, "student_hidden", path)
+
+
 def test_the_axis_report_refuses_a_key_no_sweep_varies(width_sweep):
     out, _ = width_sweep
     with pytest.raises(ConfigError, match="teacher_depth"):

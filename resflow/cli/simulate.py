@@ -217,16 +217,19 @@ def report(
     losses by training length, verdict v2, estimates, accumulation; and the runs without a record yet (on
     stderr).  With --axis KEY: the exponents and losses of a sweep along KEY."""
     from resflow import IncompatibleOptionsError
-    from resflow.workflows import axis_report, draw_run_figure, report_run, unfinished_note
+    from resflow.workflows import axis_figure, axis_report, draw_run_figure, report_run, unfinished_note
 
     from .tables import markdown_width
 
     with user_errors():
         if axis is not None:
-            if record is not None or figure is not None or replicate is not None:
+            if record is not None or replicate is not None:
                 raise IncompatibleOptionsError("--axis reports a sweep's cells along a key; "
-                                               "it takes no RECORD, --figure or --replicate.")
+                                               "it takes no RECORD or --replicate.")
             typer.echo(axis_report(store, axis, sweep=sweep, width=markdown_width(console)))
+            if figure is not None:
+                drawn = axis_figure(store, axis, figure, sweep=sweep)
+                err_console.print(f"figure: {drawn}", highlight=False, markup=False)
             return
         if sweep is not None:
             raise IncompatibleOptionsError("--sweep picks the sweep of --axis; give --axis KEY with it.")

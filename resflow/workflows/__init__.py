@@ -32,7 +32,7 @@ This is the orchestration layer: it sits above simulation (:mod:`resflow.trainin
 The command line (:mod:`resflow.cli`) only parses, calls one of these and prints.
 """
 
-from .axis import axis_report
+from .axis import axis_figure, axis_report
 from .bench import BenchResult, bench_engine
 from .compare import Comparison, compare_stores
 from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
@@ -54,7 +54,8 @@ __all__ = [
     "ExperimentResult", "run_experiment", "find_resumable", "RunFits", "fit_store", "LLMFitResult",
     "fit_llm_table", "ProbeRun", "probe_models", "probe_teacher", "Comparison", "compare_stores",
     "FlowDemoConfig", "FlowDemoResult", "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep",
-    "parse_grid", "load_manifest", "BenchResult", "bench_engine", "report_run", "axis_report", "check_store",
+    "parse_grid", "load_manifest", "BenchResult", "bench_engine", "report_run", "axis_report", "axis_figure",
+    "check_store",
     "InterventionRun", "intervene_models", "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck",
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",

@@ -24,12 +24,16 @@ from ..errors import ConfigError
 from ..fitting.fits import fit_dataset
 from ..fitting.law_fit import finite_teacher_factor
 from ..fitting.separation import separations
+from ..presenting.axis_figure import plot_axis
+from ..presenting.plots import save_figure
+from ..provenance import git_commit, package_version
 from ..records import merge_runs
 from ..records.kinds import TOY_RUN
 from ..store import Store
+from .figures import DOCS_COLOURS
 from .report import fit_markdown
 
-__all__ = ["axis_cells", "axis_report", "READINGS"]
+__all__ = ["axis_cells", "axis_report", "axis_figure", "READINGS"]
 
 #: what the readings predict along an axis, printed under its tables
 READINGS = {
@@ -80,13 +84,37 @@ def _interval(value: float, low: float, high: float) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(value) else "—"
 
 
+def _fits(store: Store, key: str, sweep: str | None) -> tuple[str, dict[str, list[str]], dict[str, list]]:
+    sweep, cells = axis_cells(store, key, sweep)
+    return sweep, cells, {v: fit_dataset(merge_runs(store, cells[v])) for v in _sorted_values(cells)}
+
+
+def axis_figure(store: Path | str, key: str, path: Path | str, *, sweep: str | None = None,
+                colours: int | None = DOCS_COLOURS) -> Path:
+    """Draw α and law α against ``key`` (:func:`resflow.presenting.axis_figure.plot_axis`) into ``path``
+    (never over an existing file), with the sweep's provenance: its id, its cells' records, this resflow's
+    version; ``colours``: palette colours of the PNG (:func:`resflow.analysis.save_figure`); None keeps every
+    colour."""
+    path = Path(path)
+    if path.exists():
+        raise ConfigError(f"{str(path)!r} exists; choose a new file for the figure.")
+    opened = Store.open(store)
+    sweep, cells, fits_by_value = _fits(opened, key, sweep)
+    first = opened.attrs(cells[next(iter(fits_by_value))][0])
+    provenance = {**{k: str(v) for k, v in first.items() if k not in ("sweep_cell", "sweep_point")},
+                  "store_record": f"sweep {sweep} ({sum(map(len, cells.values()))} cells)", "sweep": sweep,
+                  "axis": key, "records": json.dumps(cells),
+                  "drawn_by": f"resflow {package_version()} {(git_commit() or '?')[:12]}"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return save_figure(plot_axis(key, fits_by_value), path, provenance, colours=colours)
+
+
 def axis_report(store: Path | str, key: str, *, sweep: str | None = None, width: int | None = None) -> str:
     """Markdown tables of the sweep cells of ``store`` along ``key`` (module docstring); ``width``: no line
     longer (:func:`resflow.workflows.report.fit_markdown`), None: the Markdown as written."""
     store = Store.open(store)
-    sweep, cells = axis_cells(store, key, sweep)
-    values = _sorted_values(cells)
-    fits_by_value = {v: fit_dataset(merge_runs(store, cells[v])) for v in values}
+    sweep, cells, fits_by_value = _fits(store, key, sweep)
+    values = list(fits_by_value)
     lines = [f"## Along {key}: sweep {sweep}", "",
              f"{len(values)} values of {key}, {sum(map(len, cells.values()))} cells; each value's replicates "
              "merged and fitted as one run.", ""]
