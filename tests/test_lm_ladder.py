@@ -112,6 +112,25 @@ def test_a_pinned_archive_is_read_and_a_wrong_hash_refused(corpus_dir, tmp_path)
         fetch_corpus(dataclasses.replace(source, sha256="0" * 64), directory=tmp_path)
 
 
+def test_a_code_corpus_is_read_byte_for_byte_and_corpora_are_named(tmp_path):
+    from resflow.experiments import preset
+    from resflow.llm.ladder.corpus import CORPORA, SYMPY
+
+    archive = tmp_path / SYMPY.filename
+    code = "def f(x):\n    return x**2  # **kept**\n"
+    with zipfile.ZipFile(archive, "w") as z:
+        for i in range(9):
+            z.writestr(f"sympy/m{i}.py", code)
+        z.writestr("sympy/README.md", "not code")
+    source = dataclasses.replace(SYMPY, sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
+    corpus = read_corpus(fetch_corpus(source, directory=tmp_path), source=source)
+    assert set(corpus.train + corpus.validation) == {code}  # no Markdown cleaning of x**2
+    assert set(CORPORA) == {"shakespeare", "sympy"} and dataclasses.replace(
+        preset("lm-ladder", "tiny"), corpus="sympy").corpus == "sympy"
+    with pytest.raises(ConfigError, match="registered corpus"):
+        dataclasses.replace(preset("lm-ladder", "tiny"), corpus="sympyy")
+
+
 def test_bad_corpora_are_refused_with_the_fix(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         read_corpus(tmp_path / "missing")
@@ -306,6 +325,11 @@ def test_the_tiny_ladder_writes_a_record_that_round_trips(corpus_dir, tmp_path):
     assert [f.to_json() for f in ladder_fits(ds)] == [f.to_json() for f in result.fits]
     assert json.loads(ds.attrs["corpus"])["sha256"] == read_corpus(corpus_dir).sha256
     assert result.figure.is_file() and "Validation loss" in result.tables
+    # every model measured on its own training text too, beside the passes over it
+    assert ds["train_loss"].dims == ("width", "depth", "seed", "batch")
+    assert np.isfinite(ds["train_loss"].values).all()
+    assert "Passes over the training text per model" in result.tables
+    assert "Loss on windows of the training text minus the validation loss" in result.tables
     # every model saved as a HuggingFace directory, with its tokenizer
     assert len(list((result.work_dir / "models").glob("*/model/config.json"))) == 6
     # beside the theory in the comparison (three depths are too few for c l^-a + L_inf: it says so)

@@ -42,6 +42,7 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
     scalars = {name: np.full(shape, np.nan) for name in ("early_stop_fraction", "angle_early_stop_fraction",
                                                           "clean_loss", "train_seconds")}
     params = np.zeros((len(widths), len(depths)), np.int64)
+    on_train = np.full((*shape, config.eval_batches), np.nan)
     for m in trained.models:
         i, j, k = widths.index(m.width), depths.index(m.depth), seeds.index(m.seed)
         values = np.asarray(m.losses, float)
@@ -56,6 +57,7 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
         scalars["clean_loss"][i, j, k] = m.clean_loss
         scalars["train_seconds"][i, j, k] = m.seconds
         params[i, j] = m.parameters
+        on_train[i, j, k, : len(m.train_loss)] = m.train_loss
     dims = ("width", "depth", "seed")
     labels = {"step_angle": ("angle between successive states h_l, h_l+1", "rad"),
               "update_angle": ("angle between successive updates", "rad"),
@@ -66,6 +68,9 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
         "val_loss": ((*dims, "length", "batch"), loss,
                      {"long_name": "validation loss (mean next-token cross-entropy) per evaluation batch",
                       "units": "nat"}),
+        "train_loss": ((*dims, "batch"), on_train,
+                       {"long_name": "loss on windows of the training text at the whole budget (NaN: a model "
+                                     "written before it was measured)", "units": "nat"}),
         "val_loss_curve": ((*dims, "step"), curve,
                            {"long_name": "validation loss along training", "units": "nat"}),
         "parameters": (("width", "depth"), params,
@@ -168,6 +173,22 @@ def _interval(value: float, low: float, high: float) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) else f"{value:.2f} [–]"
 
 
+def _memorising(ds: xr.Dataset, depths: list[int], corpus: dict) -> list[str]:
+    """Passes over the training text, and each model's loss on its training text minus its validation loss."""
+    tokens, train = int(ds.attrs.get("tokens_per_model", 0)), corpus.get("train_tokens")
+    lines = ["", f"Passes over the training text per model: {tokens / train:.2f}." if train else ""]
+    if "train_loss" not in ds or not np.isfinite(ds["train_loss"].values).any():
+        return lines + ["The models of this record were not measured on their training text "
+                        "(written before resflow kept it)."]
+    gap = ds["train_loss"].mean(("seed", "batch")) - ds["val_loss"].sel(length=1.0).mean(("seed", "batch"))
+    lines += ["Loss on windows of the training text minus the validation loss, whole budget (nats; mean over "
+              "seeds; well below 0: the model fits its training text better than new text):", "",
+              "| width | " + " | ".join(f"ℓ = {d}" for d in depths) + " |", "|---" * (len(depths) + 1) + "|"]
+    for w in ds["width"].values:
+        lines.append(f"| {int(w)} | " + " | ".join(f"{v:+.4f}" for v in gap.sel(width=w).values) + " |")
+    return lines
+
+
 def ladder_tables(ds: xr.Dataset, record: str) -> str:
     """Markdown tables of a ladder: losses by depth and length, the depth law, the signatures per depth."""
     fits = ladder_fits(ds)
@@ -184,6 +205,7 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
         for length in ds["length"].values:
             row = mean.sel(width=w, length=length).values
             lines.append(f"| {int(w)} | {float(length):g} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
+    lines += _memorising(ds, depths, corpus)
     lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), its profile-likelihood "
               "fit (depths ≥ 2, the offset profiled jointly with α over 0 to the smallest loss; "
               "\"not identified\" where the losses do not determine the offset), the plain slope, "

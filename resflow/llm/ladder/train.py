@@ -25,7 +25,7 @@ from ..._overrides import field_types, typed_assignment
 from ..._validate import check_int, check_real, check_sequence
 from ...errors import ConfigError
 from ...training.engine import resolve_device
-from .corpus import load_corpus
+from .corpus import CORPORA, load_corpus
 from .measure import PROBE_METRICS, measure_model
 from .model import (
     HEAD_SIZE,
@@ -35,7 +35,7 @@ from .model import (
     tokenizer_sha256,
     train_tokenizer,
 )
-from .training import LMRecipe, train_model, validation_windows
+from .training import LMRecipe, train_model, validation_losses, validation_windows
 
 __all__ = ["LadderConfig", "LadderModel", "TrainedLadder", "train_ladder", "measure_model", "model_name",
            "check_device", "PROBE_METRICS", "SPEED_ONLY"]
@@ -52,7 +52,8 @@ class LadderConfig:
     Every ``width`` x ``depth`` x seed is one model; seed ``s`` draws the initialisation and the data order
     (seeds ``first_seed ... first_seed + seeds - 1``).  ``steps`` x ``batch`` x ``context`` tokens per model;
     ``lengths`` are the shorter budgets the verdict compares (forks, :mod:`resflow.llm.ladder.training`).
-    ``corpus`` empty: the pinned default (:mod:`resflow.llm.ladder.corpus`).  ``workers`` > 1 trains that many
+    ``corpus`` empty: the pinned default (Shakespeare); a registered name (``"sympy"``) or a path
+    (:mod:`resflow.llm.ladder.corpus`).  ``workers`` > 1 trains that many
     models at once in worker processes (on a GPU, where one small model leaves it mostly idle).
     """
 
@@ -113,9 +114,10 @@ class LadderConfig:
             raise ConfigError("corpus and device must be strings (corpus: a path or empty for the default).")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N; got {self.device!r}.")
-        if self.corpus and not Path(self.corpus).expanduser().exists():
-            raise ConfigError(f"corpus {self.corpus!r} does not exist; pass a directory of .txt/.md files, "
-                              "a zip, or leave corpus empty for the pinned default.")
+        if self.corpus and self.corpus not in CORPORA and not Path(self.corpus).expanduser().exists():
+            raise ConfigError(f"corpus {self.corpus!r} does not exist: it is neither a registered corpus "
+                              f"({', '.join(CORPORA)}) nor a path; pass one of those, a directory of .txt/.md "
+                              "files, a zip, or leave corpus empty for the pinned default.")
         forks = [round((1 - self.decay_fraction) * round(f * self.steps)) for f in self.lengths[:-1]]
         if len(set(forks)) != len(forks):
             raise ConfigError(f"lengths {self.lengths} of {self.steps} steps fork at the same step "
@@ -195,6 +197,9 @@ class LadderModel:
     swap: list[float]  # loss increase when layers k, k + 1 run in the other order (depth - 1,)
     # where it was trained (e.g. "cuda: NVIDIA H200"); "" in results written before it was kept
     device: str = ""
+    # its loss on windows of its own training text, per evaluation batch at the whole budget (beside the
+    # validation loss: a gap means memorising); [] in results written before it was kept
+    train_loss: list[float] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict:
         def finite(v):  # JSON has no NaN or infinity: null, at any depth
@@ -261,6 +266,7 @@ class _Data:
     tokenizer: Any
     train_stream: Any
     windows: torch.Tensor
+    train_windows: torch.Tensor  # as many windows of the training stream as of the validation one
 
 
 def _data(config: LadderConfig, run_dir: Path) -> _Data:
@@ -272,7 +278,8 @@ def _data(config: LadderConfig, run_dir: Path) -> _Data:
         raise ConfigError(f"{len(windows)} validation windows cannot make {config.eval_batches} evaluation "
                           "batches; raise val_tokens, lower eval_batches, or give the corpus more validation "
                           "text.")
-    return _Data(corpus, tokenizer, encode_documents(tokenizer, corpus.train), windows)
+    train = encode_documents(tokenizer, corpus.train)
+    return _Data(corpus, tokenizer, train, windows, validation_windows(train, config.context, config.val_tokens))
 
 
 def check_device(config: LadderConfig) -> str:
@@ -291,7 +298,8 @@ def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, dep
     trained = train_model(model, data.train_stream, data.windows, config.recipe(device), seed=seed,
                           work_dir=folder, progress=report)
     measured = measure_model(model, data.windows[: config.measure_windows], name=name, seed=seed)
-    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
+    on_train = validation_losses(model, data.train_windows, config.eval_batches).tolist()
+    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model), train_loss=on_train,
                         losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
                         curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured,
                         device=_device_name(device))
