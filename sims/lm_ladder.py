@@ -49,9 +49,9 @@ def report(ds, record: str) -> str:
 
 EXPERIMENT = Experiment(
     name="lm-ladder",
-    summary="Decoder-only transformers of one width and token budget at depths 1-8, trained here on "
-            "Shakespeare: the depth law L = c l^-alpha + L_inf with intervals over seeds, probes and lesions "
-            "of the same models.",
+    summary="Decoder-only transformers of one token budget at several depths and widths, trained here on "
+            "SymPy's sources or Shakespeare: the depth law L = c l^-alpha + L_inf with its profile interval, "
+            "probes and lesions of the same models.",
     presets=PRESETS, figure=figure, report=report,
     notes={"cpu": "widths 32 and 64, depths 2-8, 2 seeds, 7.4M tokens per model of SymPy's sources (0.63 passes)",
            "cpu-plays": "width 64, depths 1-8, 2 seeds, 7.4M tokens of Shakespeare's plays (3.2 passes); "
