@@ -1,4 +1,5 @@
-"""The offset law's profile-likelihood fit: coverage, the offset/exponent trade-off said, bad input refused."""
+"""The offset law's profile-likelihood fit (coverage, the offset/exponent trade-off said, bad input refused), and
+the ladder's equal-parameter pairs."""
 
 import math
 
@@ -8,7 +9,7 @@ import xarray as xr
 
 from resflow import ConfigError
 from resflow.fitting.profile import WILKS_95, profile_offset_fit, seed_standard_errors
-from resflow.llm.ladder.fit import ladder_fits
+from resflow.llm.ladder.fit import equal_parameter_pairs, ladder_fits
 
 DEPTHS = np.array([2, 3, 4, 6, 8.0])
 
@@ -89,3 +90,21 @@ def test_the_ladder_fit_profiles_depths_from_two_and_says_when_it_cannot():
     assert fit.profile_low <= 1.0 <= fit.profile_high
     short = ladder_fits(ladder_record([1, 2, 4], 2, 1e-4, rng))[0]
     assert not short.identified and "needs four depths >= 2" in short.profile
+
+
+def test_equal_parameter_pairs_set_depth_beside_width_at_one_size():
+    rng = np.random.default_rng(3)
+    depths, widths, seeds = [2, 4, 8], [32, 64], 3
+    loss = np.empty((2, 3, seeds, 1, 4))
+    loss[0] = 3.0 + rng.normal(0, 0.01, (3, seeds, 1, 4))  # width 32
+    loss[1] = 3.1 + rng.normal(0, 0.01, (3, seeds, 1, 4))  # width 64: worse by 0.1 at every depth
+    params = xr.DataArray(np.array([[25248, 50464, 100896], [100672, 201344, 402688]]), dims=("width", "depth"),
+                          coords={"width": widths, "depth": depths})
+    ds = xr.Dataset({"val_loss": xr.DataArray(loss, dims=("width", "depth", "seed", "length", "batch"),
+                                              coords={"width": widths, "depth": depths, "seed": range(seeds),
+                                                      "length": [1.0], "batch": range(4)}),
+                     "parameters": params})
+    (pair,) = equal_parameter_pairs(ds)  # (32, 8) beside (64, 2): 0.2% apart; (32, 4) / (64, 2) is 50% off
+    assert (pair.deep, pair.wide) == ((32, 8), (64, 2))
+    assert pair.low <= -0.1 <= pair.high and pair.difference == pytest.approx(-0.1, abs=0.02)
+    assert equal_parameter_pairs(ds, tolerance=0.001) == []

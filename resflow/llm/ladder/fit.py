@@ -29,7 +29,8 @@ from ...fitting.verdict import convergence_verdict
 from ...loglog import slopes
 from ..table.scaling_fit import MAX_EXPONENT
 
-__all__ = ["LadderFit", "ladder_fits", "WidthDepthFit", "width_depth_fit", "MIN_WIDTHS", "MIN_DEPTHS"]
+__all__ = ["LadderFit", "ladder_fits", "WidthDepthFit", "width_depth_fit", "MIN_WIDTHS", "MIN_DEPTHS",
+           "EqualParameterPair", "equal_parameter_pairs", "PAIR_TOLERANCE"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,3 +222,39 @@ def width_depth_fit(ds: xr.Dataset) -> WidthDepthFit:
     return WidthDepthFit(alpha_m=alpha_m.value, alpha_m_low=alpha_m.low, alpha_m_high=alpha_m.high,
                          alpha_l=alpha_l.value, alpha_l_low=alpha_l.low, alpha_l_high=alpha_l.high,
                          loss_limit=float(np.exp(thetas[:, 4]).mean()), failure=failure)
+
+
+PAIR_TOLERANCE = 0.02  # two models are of one size when their non-embedding parameters differ by less than 2%
+
+
+@dataclass(frozen=True)
+class EqualParameterPair:
+    """A deeper, narrower model beside a shallower, wider one of (nearly) the same non-embedding size: depth at
+    fixed size, measured directly.  ``difference`` is the deeper model's validation loss minus the wider one's
+    (whole budget; negative: depth pays), the mean over seeds with its t interval (paired by seed, which draws
+    the data order)."""
+
+    deep: tuple[int, int]  # (width, depth)
+    wide: tuple[int, int]
+    parameters: tuple[int, int]
+    difference: float
+    low: float
+    high: float
+
+
+def equal_parameter_pairs(ds: xr.Dataset, tolerance: float = PAIR_TOLERANCE) -> list[EqualParameterPair]:
+    """Every pair of models of a ladder of two widths whose sizes agree within ``tolerance``."""
+    params = ds["parameters"]
+    models = [(int(w), int(d), int(params.sel(width=w, depth=d))) for w in ds["width"].values
+              for d in ds["depth"].values]
+    loss = ds["val_loss"].sel(length=1.0)
+    pairs = []
+    for wa, da, pa in models:
+        for wb, db, pb in models:
+            if not (wa < wb and da > db) or abs(pa - pb) > tolerance * (pa + pb) / 2:
+                continue
+            gap = (loss.sel(width=wa, depth=da) - loss.sel(width=wb, depth=db)).transpose("seed", "batch").values
+            interval = over_replicates(lambda s: float(np.mean(s)), gap)
+            pairs.append(EqualParameterPair(deep=(wa, da), wide=(wb, db), parameters=(pa, pb),
+                                            difference=interval.value, low=interval.low, high=interval.high))
+    return pairs

@@ -18,7 +18,7 @@ from ...fitting.regimes import classify
 from ...presenting.compare import ComparisonRow, DepthPart
 from ...probing.interventions import InterventionRow, intervention_row
 from ...records.kinds import LM_LADDER
-from .fit import ladder_fits, width_depth_fit
+from .fit import equal_parameter_pairs, ladder_fits, width_depth_fit
 from .measure import PROBE_METRICS
 from .train import TrainedLadder
 
@@ -206,6 +206,15 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
             row = mean.sel(width=w, length=length).values
             lines.append(f"| {int(w)} | {float(length):g} | " + " | ".join(f"{v:.4f}" for v in row) + " |")
     lines += _memorising(ds, depths, corpus)
+    pairs = equal_parameter_pairs(ds)
+    if pairs:
+        lines += ["", "Depth at fixed size: each deeper, narrower model beside a shallower, wider one of the same "
+                  "non-embedding parameters (within 2%); its validation loss minus the wider one's, whole budget "
+                  "(mean over seeds, paired by seed; negative: the depth pays):", "",
+                  "| deeper (width, ℓ) | wider (width, ℓ) | parameters | loss difference [95%] |",
+                  "|---|---|---|---|"]
+        lines += [f"| {p.deep} | {p.wide} | {p.parameters[0]:,} / {p.parameters[1]:,} | "
+                  f"{p.difference:+.4f} [{p.low:+.4f}, {p.high:+.4f}] |" for p in pairs]
     lines += ["", "The depth law L = c ℓ^-α + L∞ (per seed; t interval over seeds), its profile-likelihood "
               "fit (depths ≥ 2, the offset profiled jointly with α over 0 to the smallest loss; "
               "\"not identified\" where the losses do not determine the offset), the plain slope, "
