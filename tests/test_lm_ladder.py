@@ -330,6 +330,11 @@ def test_the_tiny_ladder_writes_a_record_that_round_trips(corpus_dir, tmp_path):
     assert np.isfinite(ds["train_loss"].values).all()
     assert "Passes over the training text per model" in result.tables
     assert "Loss on windows of the training text minus the validation loss" in result.tables
+    # lesions by relative depth: the one layer of a depth-1 model sits at 1/2, the third quarter
+    lesions = result.tables.split("Lesion loss change by relative depth")[1]
+    (row,) = [line for line in lesions.splitlines() if line.startswith("| 32 | 1 |")]
+    assert row.split("|")[3].strip() == "–" and row.split("|")[4].strip() == "–"
+    assert row.split("|")[5].strip() != "–" and row.split("|")[6].strip() == "–"
     # every model saved as a HuggingFace directory, with its tokenizer
     assert len(list((result.work_dir / "models").glob("*/model/config.json"))) == 6
     # beside the theory in the comparison (three depths are too few for c l^-a + L_inf: it says so)

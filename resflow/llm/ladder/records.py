@@ -254,7 +254,24 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
                          f"{_number(float(one['angle_early_stop_fraction'].mean()))} | "
                          f"{_number(float(one['lesion'].mean(('seed', 'layer'))), 4)} | "
                          f"{_number(float(one['swap'].mean(('seed', 'layer'))), 4)} |")
-    return "\n".join(lines)
+    return "\n".join(lines + _lesion_by_relative_depth(ds, depths))
+
+
+def _lesion_by_relative_depth(ds: xr.Dataset, depths: list[int]) -> list[str]:
+    """The lesion loss change against relative depth: layer l of a depth-ℓ model sits at (l + 1/2)/ℓ; the mean
+    over seeds and over the layers in each quarter of relative depth (– where a model has no layer there)."""
+    quarters = ("0–¼", "¼–½", "½–¾", "¾–1")
+    lines = ["", "Lesion loss change by relative depth (l + ½)/ℓ, mean over seeds and the layers in each quarter "
+             "(nats): do the layers at one relative depth of a deep model behave like those of a shallow one?",
+             "", "| width | ℓ | " + " | ".join(quarters) + " |", "|---|---|" + "---|" * len(quarters)]
+    for w in ds["width"].values:
+        for d in depths:
+            per_layer = ds["lesion"].sel(width=w, depth=d).mean("seed").values[:d]
+            where = np.floor((np.arange(d) + 0.5) / d * 4).astype(int)
+            cells = [_number(float(per_layer[where == q].mean()), 3) if (where == q).any() else "–"
+                     for q in range(4)]
+            lines.append(f"| {int(w)} | {d} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot_ladder(ds: xr.Dataset, fits=None):
