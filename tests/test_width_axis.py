@@ -66,6 +66,8 @@ def test_an_axis_preset_declares_its_grid_and_run_refuses_it_naming_the_sweep():
     result = CliRunner().invoke(app, ["run", "student-width", "--preset", "cpu"])
     assert result.exit_code != 0 and "resflow sweep student-width --preset cpu" in result.output
     assert "Traceback" not in result.output
+    listed = CliRunner().invoke(app, ["run", "student-width", "--preset", "cpu", "--list-keys"])
+    assert listed.exit_code == 0 and "student_hidden" in listed.output  # its keys are still listed
 
 
 def test_grids_of_an_experiment_name_its_presets():

@@ -110,17 +110,17 @@ def run(
                 raise ConfigError(f"name an EXPERIMENT ({', '.join(experiment_names())}); resflow run --list "
                                   "shows them with their presets.")
             config = load_preset(experiment, preset)
-            if axis := get_experiment(experiment).grid(preset):
-                raise ConfigError(
-                    f"preset {preset!r} of {experiment} is an axis ({'; '.join(axis)}): it runs one cell per "
-                    f"value, `resflow sweep {experiment} --preset {preset} --out STORE`, read by "
-                    f"`resflow report STORE --axis {axis[0].partition('=')[0]}`.")
             toy = isinstance(config, ExperimentConfig)
             overrides = (device_overrides(device, set_, "train.device" if toy else "device")
                          + ([f"{'replicates' if toy else 'seeds'}={replicates}"] if replicates else []))
             if list_keys:
                 typer.echo(keys_listing(config))
                 return
+            if axis := get_experiment(experiment).grid(preset):
+                raise ConfigError(
+                    f"preset {preset!r} of {experiment} is an axis ({'; '.join(axis)}): it runs one cell per "
+                    f"value, `resflow sweep {experiment} --preset {preset} --out STORE`, read by "
+                    f"`resflow report STORE --axis {axis[0].partition('=')[0]}`.")
             config = config.with_overrides(overrides)
         header = [f"{experiment} ({preset}): {config.describe()}"
                   + (f", targets {', '.join(config.targets)}" if toy else "")]
