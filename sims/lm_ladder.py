@@ -53,7 +53,8 @@ EXPERIMENT = Experiment(
             "SymPy's sources or Shakespeare: the depth law L = c l^-alpha + L_inf with its profile interval, "
             "probes and lesions of the same models.",
     presets=PRESETS, figure=figure, report=report,
-    notes={"cpu": "widths 32 and 64, depths 2-8, 2 seeds, 7.4M tokens per model of SymPy's sources (0.63 passes)",
+    notes={"cpu": "widths 32 and 64, depths 2-8, 2 seeds, 7.4M tokens per model of SymPy's sources "
+                  "(0.63 passes)",
            "cpu-plays": "width 64, depths 1-8, 2 seeds, 7.4M tokens of Shakespeare's plays (3.2 passes); "
                         "about 33 minutes on 2 cores",
            "gpu": "widths 64 and 128, 3 seeds, twice the batch; for a GPU "

@@ -102,7 +102,7 @@ def axis_figure(store: Path | str, key: str, path: Path | str, *, sweep: str | N
     sweep, cells, fits_by_value = _fits(opened, key, sweep)
     first = opened.attrs(cells[next(iter(fits_by_value))][0])
     provenance = {**{k: str(v) for k, v in first.items() if k not in ("sweep_cell", "sweep_point")},
-                  "store_record": f"sweep {sweep} ({sum(map(len, cells.values()))} cells)", "sweep": sweep,
+                  "store_record": sweep, "cells": str(sum(map(len, cells.values()))), "sweep": sweep,
                   "axis": key, "records": json.dumps(cells),
                   "drawn_by": f"resflow {package_version()} {(git_commit() or '?')[:12]}"}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -229,10 +229,10 @@ PAIR_TOLERANCE = 0.02  # two models are of one size when their non-embedding par
 
 @dataclass(frozen=True)
 class EqualParameterPair:
-    """A deeper, narrower model beside a shallower, wider one of (nearly) the same non-embedding size: depth at
-    fixed size, measured directly.  ``difference`` is the deeper model's validation loss minus the wider one's
-    (whole budget; negative: depth pays), the mean over seeds with its t interval (paired by seed, which draws
-    the data order)."""
+    """A deeper, narrower model beside a shallower, wider one of (nearly) the same non-embedding size:
+    depth at fixed size, measured directly.  ``difference`` is the deeper model's validation loss minus the
+    wider one's (whole budget; negative: depth pays), the mean over seeds with its t interval (paired by seed,
+    which draws the data order)."""
 
     deep: tuple[int, int]  # (width, depth)
     wide: tuple[int, int]
@@ -253,7 +253,8 @@ def equal_parameter_pairs(ds: xr.Dataset, tolerance: float = PAIR_TOLERANCE) -> 
         for wb, db, pb in models:
             if not (wa < wb and da > db) or abs(pa - pb) > tolerance * (pa + pb) / 2:
                 continue
-            gap = (loss.sel(width=wa, depth=da) - loss.sel(width=wb, depth=db)).transpose("seed", "batch").values
+            gap = loss.sel(width=wa, depth=da) - loss.sel(width=wb, depth=db)
+            gap = gap.transpose("seed", "batch").values
             interval = over_replicates(lambda s: float(np.mean(s)), gap)
             pairs.append(EqualParameterPair(deep=(wa, da), wide=(wb, db), parameters=(pa, pb),
                                             difference=interval.value, low=interval.low, high=interval.high))

@@ -208,8 +208,9 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
     lines += _memorising(ds, depths, corpus)
     pairs = equal_parameter_pairs(ds)
     if pairs:
-        lines += ["", "Depth at fixed size: each deeper, narrower model beside a shallower, wider one of the same "
-                  "non-embedding parameters (within 2%); its validation loss minus the wider one's, whole budget "
+        lines += ["", "Depth at fixed size: each deeper, narrower model beside a shallower, wider one of the "
+                  "same non-embedding parameters (within 2%); its validation loss minus the wider one's, "
+                  "whole budget "
                   "(mean over seeds, paired by seed; negative: the depth pays):", "",
                   "| deeper (width, ℓ) | wider (width, ℓ) | parameters | loss difference [95%] |",
                   "|---|---|---|---|"]
@@ -261,8 +262,9 @@ def _lesion_by_relative_depth(ds: xr.Dataset, depths: list[int]) -> list[str]:
     """The lesion loss change against relative depth: layer l of a depth-ℓ model sits at (l + 1/2)/ℓ; the mean
     over seeds and over the layers in each quarter of relative depth (– where a model has no layer there)."""
     quarters = ("0–¼", "¼–½", "½–¾", "¾–1")
-    lines = ["", "Lesion loss change by relative depth (l + ½)/ℓ, mean over seeds and the layers in each quarter "
-             "(nats): do the layers at one relative depth of a deep model behave like those of a shallow one?",
+    lines = ["", "Lesion loss change by relative depth (l + ½)/ℓ, mean over seeds and the layers in each "
+             "quarter (nats): do the layers at one relative depth of a deep model behave like those of a "
+             "shallow one?",
              "", "| width | ℓ | " + " | ".join(quarters) + " |", "|---|---|" + "---|" * len(quarters)]
     for w in ds["width"].values:
         for d in depths:

@@ -116,8 +116,8 @@ class LadderConfig:
             raise ConfigError(f"device must be auto, cpu, cuda or cuda:N; got {self.device!r}.")
         if self.corpus and self.corpus not in CORPORA and not Path(self.corpus).expanduser().exists():
             raise ConfigError(f"corpus {self.corpus!r} does not exist: it is neither a registered corpus "
-                              f"({', '.join(CORPORA)}) nor a path; pass one of those, a directory of .txt/.md "
-                              "files, a zip, or leave corpus empty for the pinned default.")
+                              f"({', '.join(CORPORA)}) nor a path; pass one of those, a directory of "
+                              ".txt/.md files, a zip, or leave corpus empty for the pinned default.")
         forks = [round((1 - self.decay_fraction) * round(f * self.steps)) for f in self.lengths[:-1]]
         if len(set(forks)) != len(forks):
             raise ConfigError(f"lengths {self.lengths} of {self.steps} steps fork at the same step "
@@ -279,7 +279,8 @@ def _data(config: LadderConfig, run_dir: Path) -> _Data:
                           "batches; raise val_tokens, lower eval_batches, or give the corpus more validation "
                           "text.")
     train = encode_documents(tokenizer, corpus.train)
-    return _Data(corpus, tokenizer, train, windows, validation_windows(train, config.context, config.val_tokens))
+    train_windows = validation_windows(train, config.context, config.val_tokens)
+    return _Data(corpus, tokenizer, train, windows, train_windows)
 
 
 def check_device(config: LadderConfig) -> str:
@@ -299,7 +300,8 @@ def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, dep
                           work_dir=folder, progress=report)
     measured = measure_model(model, data.windows[: config.measure_windows], name=name, seed=seed)
     on_train = validation_losses(model, data.train_windows, config.eval_batches).tolist()
-    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model), train_loss=on_train,
+    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
+                        train_loss=on_train,
                         losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
                         curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured,
                         device=_device_name(device))
