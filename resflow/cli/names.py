@@ -13,8 +13,8 @@ __all__ = ["EXPERIMENT_ENTRY_POINTS", "PRESETS", "OVERVIEW", "experiment_names",
            "keys_listing", "demo_descriptions", "demo_listing"]
 
 EXPERIMENT_ENTRY_POINTS = "resflow.experiments"  # the group the registry discovers experiments from
-PRESETS = ("cpu", "cpu-certified", "cpu-converged", "cpu-plays", "cpu-shared-head", "gpu", "gpu-wide", "long",
-           "paper", "quick", "tiny")
+PRESETS = ("cpu", "cpu-certified", "cpu-converged", "cpu-long", "cpu-plays", "cpu-shared-head", "cpu-smooth",
+           "gpu", "gpu-plays", "gpu-wide", "long", "paper", "quick", "tiny")
 
 
 def experiment_names() -> list[str]:

@@ -55,7 +55,10 @@ def _resumable(store: Path, config: LadderConfig, run: str | None = None) -> Pat
     def results(values: dict) -> dict:  # the settings that decide the results (device, workers: speed only)
         return {k: v for k, v in values.items() if k not in SPEED_ONLY}
 
-    if (results(json.loads((run_dir / RUN_INFO).read_text())["config"])
+    # a key added to the configuration after the run started reads as its default (what the run did)
+    stored = json.loads((run_dir / RUN_INFO).read_text())["config"]
+    started = {**json.loads(LadderConfig().to_json()), **stored}
+    if (results(started)
             != results(json.loads(config.to_json()))):
         raise ConfigError(f"{run_dir} was started with a different configuration; "
                           "pass the same preset and --set options to resume it "

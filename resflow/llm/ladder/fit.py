@@ -9,6 +9,8 @@ r"""The depth law of a language-model ladder, fitted from its ``lm-ladder`` reco
 * :func:`width_depth_fit`, with three widths or more: the Chinchilla form at fixed tokens,
   :math:`c_m m^{-\alpha_m} + c_\ell \ell^{-\alpha_\ell} + L_0`, per seed (multi-start), t intervals over
   seeds.
+* :func:`ladder_law_fit`: ``llm-fit``'s law of width, depth and data on the ladder's own grid (the training
+  lengths are its data axis), with the Jacobian's standard errors and the fit's own failure checks.
 
 Deterministic functions of the record: ``resflow report`` and ``resflow compare`` call them on the record, so
 a ladder has no fit record of its own.
@@ -30,7 +32,8 @@ from ...loglog import slopes
 from ..table.scaling_fit import MAX_EXPONENT
 
 __all__ = ["LadderFit", "ladder_fits", "WidthDepthFit", "width_depth_fit", "MIN_WIDTHS", "MIN_DEPTHS",
-           "EqualParameterPair", "equal_parameter_pairs", "PAIR_TOLERANCE"]
+           "EqualParameterPair", "equal_parameter_pairs", "PAIR_TOLERANCE", "ladder_law_table",
+           "ladder_law_fit"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,3 +262,40 @@ def equal_parameter_pairs(ds: xr.Dataset, tolerance: float = PAIR_TOLERANCE) -> 
             pairs.append(EqualParameterPair(deep=(wa, da), wide=(wb, db), parameters=(pa, pb),
                                             difference=interval.value, low=interval.low, high=interval.high))
     return pairs
+
+
+def ladder_law_table(ds: xr.Dataset, *, min_depth: int = 2):
+    """The ladder as a table of ``llm-fit``'s columns: one row per model and training length, ``d_model`` its
+    width, ``n_layers`` its depth (from ``min_depth``), ``num_tokens`` the tokens of that length, ``loss``
+    its validation loss (mean over the evaluation batches)."""
+    import pandas as pd
+
+    tokens = int(ds.attrs.get("tokens_per_model", 0))
+    loss = ds["val_loss"].mean("batch")
+    rows = [{"d_model": int(w), "n_layers": int(d), "seed": int(s), "num_tokens": float(length) * tokens,
+             "loss": float(loss.sel(width=w, depth=d, seed=s, length=length))}
+            for w in ds["width"].values for d in ds["depth"].values if int(d) >= min_depth
+            for s in ds["seed"].values for length in ds["length"].values]
+    table = pd.DataFrame(rows)
+    return table[np.isfinite(table["loss"])].reset_index(drop=True)
+
+
+def ladder_law_fit(ds: xr.Dataset):
+    """``llm-fit``'s law
+    :math:`c_m m^{-\\alpha_m} + c_\\ell \\ell^{-\\alpha_\\ell} + c_D D^{-\\alpha_D} + L_0`
+    on the ladder's own grid (widths x depths >= 2 x training lengths x seeds;
+    :func:`resflow.llm.table.scaling_fit.fit_scaling_law`, Huber on log loss, every point kept), or a reason
+    it is not fitted.  The shorter lengths are forks of the long run decayed on their own
+    (warmup-stable-decay),
+    standing in for runs of that many tokens."""
+    from ..table.scaling_fit import PARAMS, ScalingFitSettings, fit_scaling_law
+
+    table = ladder_law_table(ds)
+    axes = {"widths": table["d_model"].nunique(), "depths": table["n_layers"].nunique(),
+            "lengths": table["num_tokens"].nunique()}
+    short = [f"{n} {name}" for name, n in axes.items() if n < 2]
+    if short or len(table) <= len(PARAMS) + 1:
+        return None, (f"not fitted: the grid has {', '.join(short) or f'{len(table)} points'}; the law needs "
+                      "two widths, two depths and two lengths at least, and more points than its 7 "
+                      "parameters")
+    return fit_scaling_law(table, ScalingFitSettings(exclude_top=0, n_starts=48)), None

@@ -18,7 +18,8 @@ from ...fitting.regimes import classify
 from ...presenting.compare import ComparisonRow, DepthPart
 from ...probing.interventions import InterventionRow, intervention_row
 from ...records.kinds import LM_LADDER
-from .fit import equal_parameter_pairs, ladder_fits, width_depth_fit
+from .depth_records import depth_use_tables, depth_use_variables
+from .fit import equal_parameter_pairs, ladder_fits, ladder_law_fit, width_depth_fit
 from .measure import PROBE_METRICS
 from .train import TrainedLadder
 
@@ -88,7 +89,12 @@ def ladder_dataset(trained: TrainedLadder, attrs: dict[str, str]) -> xr.Dataset:
     data["clean_loss"] = (dims, scalars["clean_loss"],
                           {"long_name": "validation loss on the measurement windows", "units": "nat"})
     data["train_seconds"] = (dims, scalars["train_seconds"], {"long_name": "training time", "units": "s"})
-    ds = xr.Dataset(data, coords={
+    use = depth_use_variables(trained, widths, depths, seeds, n_layers)
+    data.update(use)
+    extra = ({"removed": ("removed", np.arange(n_layers - 1), {"long_name": "layers removed n"}),
+              "deep_layer": ("deep_layer", np.arange(n_layers),
+                             {"long_name": "state index j of the model of twice the depth"})} if use else {})
+    ds = xr.Dataset(data, coords={**extra,
         "width": ("width", widths, {"long_name": "model width d", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "decoder layers ℓ", "units": "layers"}),
         "seed": ("seed", seeds, {"long_name": "seed of the initialisation and the data order"}),
@@ -196,7 +202,8 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
     corpus = json.loads(ds.attrs.get("corpus", "{}"))
     lines = [f"run {record}: {ds.sizes['seed']} seeds per model, "
              f"{int(ds.attrs.get('tokens_per_model', 0)):,} tokens per model, "
-             f"corpus {corpus.get('name', '?')} ({corpus.get('train_tokens', '?')} training tokens)", "",
+             f"corpus {corpus.get('name', '?')} ({corpus.get('train_tokens', '?')} training tokens)"
+             + _knob(ds), "",
              "Validation loss (nats per token; mean over seeds):", "",
              "| width | length | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
              "|---" * (len(depths) + 2) + "|"]
@@ -241,6 +248,7 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
                   f"{_number(both.loss_limit)}" + (f" (failed: {both.failure})" if both.failure else ""))
     lines += ["", "The Chinchilla form at fixed tokens, c_m m^-α_m + c_ℓ ℓ^-α_ℓ + L0 "
               "(per seed; t interval over seeds): " + chinchilla]
+    lines += ["", _law_line(ds)]
     lines += ["", "Signatures per depth (mean over seeds; the residual stream on the measurement windows): "
               "median layer's update angle (rad), early-stop fractions (update sizes; the study's step-angle "
               "PCA), mean lesion and swap loss change (nats):", "",
@@ -255,7 +263,28 @@ def ladder_tables(ds: xr.Dataset, record: str) -> str:
                          f"{_number(float(one['angle_early_stop_fraction'].mean()))} | "
                          f"{_number(float(one['lesion'].mean(('seed', 'layer'))), 4)} | "
                          f"{_number(float(one['swap'].mean(('seed', 'layer'))), 4)} |")
-    return "\n".join(lines + _lesion_by_relative_depth(ds, depths))
+    return "\n".join(lines + _lesion_by_relative_depth(ds, depths) + depth_use_tables(ds))
+
+
+def _knob(ds: xr.Dataset) -> str:
+    order = json.loads(ds.attrs.get("config", "{}")).get("depth_basis", 0)
+    return (f"; layers smooth in depth: K = {order} Legendre coefficients per weight "
+            "(resflow.llm.ladder.depth_basis)") if order else "; independent layers"
+
+
+def _law_line(ds: xr.Dataset) -> str:
+    """``llm-fit``'s law of width, depth and data on the ladder's grid, in one line."""
+    fit, why = ladder_law_fit(ds)
+    head = "The law of width, depth and data on the ladder's grid, c_m m^-α_m + c_ℓ ℓ^-α_ℓ + c_D D^-α_D + L0 "
+    if fit is None:
+        return head + f"(the training lengths as D): {why}."
+    p, se = fit.params, fit.se
+    values = ", ".join(f"{name} = {_number(p[key], 2)} ± {_number(1.96 * se[key], 2)}" for name, key in
+                       (("α_m", "alpha_m"), ("α_ℓ", "alpha_l"), ("α_D", "alpha_D"), ("L0", "L0")))
+    return (head + f"({fit.n_points} points: widths x depths ≥ 2 x training lengths x seeds; Huber on log "
+            "loss, "
+            f"± 1.96 Jacobian standard errors): {values}; "
+            + (f"not to be trusted: {fit.failure}." if fit.failure else "every check of the fit passed."))
 
 
 def _lesion_by_relative_depth(ds: xr.Dataset, depths: list[int]) -> list[str]:

@@ -26,6 +26,8 @@ from ..._validate import check_int, check_real, check_sequence
 from ...errors import ConfigError
 from ...training.engine import resolve_device
 from .corpus import CORPORA, load_corpus
+from .depth_basis import DepthBasisModel, unwrap
+from .depth_use import ladder_depth_use
 from .measure import PROBE_METRICS, measure_model
 from .model import (
     HEAD_SIZE,
@@ -76,6 +78,8 @@ class LadderConfig:
     eval_batches: int = 8
     val_tokens: int = 65536
     measure_windows: int = 32
+    heal_steps: int = 50
+    depth_basis: int = 0
     checkpoint_every: int = 200
     device: str = "auto"
     workers: int = 1
@@ -84,7 +88,7 @@ class LadderConfig:
         for name in ("vocab_size", "seeds", "context", "steps", "batch", "eval_every", "eval_batches",
                      "val_tokens", "measure_windows", "checkpoint_every", "workers"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=1))
-        for name in ("first_seed", "warmup"):
+        for name in ("first_seed", "warmup", "heal_steps", "depth_basis"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), minimum=0))
         if self.vocab_size < 258:
             raise ConfigError("vocab_size must be at least 258 (256 bytes, the end-of-text token, "
@@ -156,7 +160,8 @@ class LadderConfig:
 
     def describe(self) -> str:
         tokens = f"{self.tokens_per_model:,} tokens"
-        return f"{len(self.models())} language models, {self.steps} steps ({tokens}) each"
+        knob = f", layers smooth in depth (K = {self.depth_basis})" if self.depth_basis else ""
+        return f"{len(self.models())} language models, {self.steps} steps ({tokens}) each{knob}"
 
     @staticmethod
     def keys() -> dict[str, Any]:
@@ -229,6 +234,8 @@ class TrainedLadder:
     tokenizer_sha256: str
     device: str
     run_dir: Path
+    # how the models use their depth (resflow.llm.ladder.depth_use.ladder_depth_use); empty: not measured
+    depth_use: dict = dataclasses.field(default_factory=dict)
 
 
 def _device_name(device: str) -> str:
@@ -296,11 +303,15 @@ def _train_one(config: LadderConfig, run_dir: Path, data: _Data, width: int, dep
     folder.mkdir(parents=True, exist_ok=True)
     model = build_model(vocab_size=len(data.tokenizer), width=width, depth=depth, context=config.context,
                         seed=seed)
+    if config.depth_basis:
+        model = DepthBasisModel(model, config.depth_basis)
     trained = train_model(model, data.train_stream, data.windows, config.recipe(device), seed=seed,
                           work_dir=folder, progress=report)
+    count = model.parameter_count() if config.depth_basis else parameter_count(model)
+    model = unwrap(model)
     measured = measure_model(model, data.windows[: config.measure_windows], name=name, seed=seed)
     on_train = validation_losses(model, data.train_windows, config.eval_batches).tolist()
-    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=parameter_count(model),
+    entry = LadderModel(width=width, depth=depth, seed=seed, parameters=count,
                         train_loss=on_train,
                         losses=trained.losses.tolist(), curve_steps=list(trained.curve_steps),
                         curve_losses=list(trained.curve_losses), seconds=trained.seconds, **measured,
@@ -363,6 +374,11 @@ def train_ladder(config: LadderConfig, run_dir: Path, *,
                       ) if progress else None
             _train_one(config, run_dir, data, width, depth, seed, device, report)
             done += 1
+    named = [(model_name(*m), *m) for m in config.models()]
+    depth_use = ladder_depth_use(run_dir, named, data.windows[: config.measure_windows], data.train_stream,
+                                 heal_steps=config.heal_steps, lr=config.lr, batch=config.batch,
+                                 device=device,
+                                 progress=(lambda what: progress(total, total, what)) if progress else None)
     results = (run_dir / "models" / model_name(*m) / RESULT for m in config.models())
     models = tuple(LadderModel.from_json(json.loads(path.read_text())) for path in results)
     corpus = data.corpus
@@ -372,4 +388,5 @@ def train_ladder(config: LadderConfig, run_dir: Path, *,
             "train_tokens": int(len(data.train_stream)),
             "validation_tokens": int(data.windows.shape[0] * config.context)}
     return TrainedLadder(config=config, models=models, corpus=info,
-                         tokenizer_sha256=tokenizer_sha256(data.tokenizer), device=device, run_dir=run_dir)
+                         tokenizer_sha256=tokenizer_sha256(data.tokenizer), device=device, run_dir=run_dir,
+                         depth_use=depth_use)

@@ -110,8 +110,12 @@ def validation_losses(model, windows: torch.Tensor, n_batches: int, *, chunk: in
 
 
 def _optimizer(model, recipe: LMRecipe) -> torch.optim.Optimizer:
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.ndim < 2]
+    """AdamW, decaying matrices only; a parameter that stands for per-layer ones (a depth-basis coefficient)
+    decays as they would; frozen parameters are left out."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    vectors = {id(p) for p in getattr(model, "undecayed_parameters", list)()}
+    decay = [p for p in trained if p.ndim >= 2 and id(p) not in vectors]
+    rest = [p for p in trained if p.ndim < 2 or id(p) in vectors]
     return torch.optim.AdamW([{"params": decay, "weight_decay": recipe.weight_decay},
                               {"params": rest, "weight_decay": 0.0}], lr=recipe.lr, betas=(0.9, 0.95))
 

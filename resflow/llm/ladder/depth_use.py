@@ -1,0 +1,224 @@
+r"""How the trained ladder models use their depth, measured on their saved weights (issue 39, point 4).
+
+* **Logit lens** (nostalgebraist 2020): the validation loss of reading the residual stream
+  :math:`h_l` through the model's own final norm and head, for every :math:`l = 0 \dots \ell`; the last
+  is the model's loss.  Where along relative depth :math:`l/\ell` does the prediction form?
+* **Block pruning** (Gromov et al. 2024, arXiv:2403.17887): to remove :math:`n` layers, the block
+  :math:`l^*, \dots, l^* + n - 1` whose input :math:`h_{l^*}` and output :math:`h_{l^*+n}` are closest
+  in angle (:math:`\arccos(\cos)/\pi`, mean over every token with a nonzero state; the paper uses the
+  last token) is cut
+  out; the validation loss without healing, and after a short **healing** fine-tune of the pruned
+  model (``heal_steps`` AdamW steps on training windows at a tenth of the ladder's learning rate,
+  decayed linearly to 0; the paper heals with QLoRA).  The unpruned model gets the same fine-tune
+  (``removed = 0``), so that healing is not credited with what more training gives any model.
+* **Maps across depth** (Csordás et al. 2025, arXiv:2505.13898): least-squares linear maps (with a
+  bias) from each state of the depth-:math:`\ell` model to each state of the depth-:math:`2\ell` model
+  of the same width and seed, fitted on the first half of the measurement tokens and scored by
+  :math:`R^2` on the second half.  If the deeper model spreads the same computation over more layers,
+  the shallow model's state :math:`h_i` predicts best the deep state at the same relative depth,
+  :math:`j^* \approx 2i`.
+
+:func:`measure_depth_use` takes one model; :func:`cross_depth_r2` a pair.  The ladder runs both over a
+trained ladder (:func:`resflow.llm.ladder.train.train_ladder`), each result saved once in the run's
+``depth-use/`` folder, so that a ladder trained before these existed is measured when it is resumed.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from .model import decoder_layers, residual_stream
+
+__all__ = ["logit_lens", "angular_distances", "prune_block", "measure_depth_use", "cross_depth_r2",
+           "removable_share", "ladder_depth_use", "HEAL_LR_FACTOR", "FOLDER"]
+
+HEAL_LR_FACTOR = 0.1  # healing runs at a tenth of the ladder's learning rate
+FOLDER = "depth-use"  # in a ladder's work directory: one JSON file per model and per pair
+
+
+def _next_token_loss(model, states: torch.Tensor, targets: torch.Tensor) -> float:
+    logits = model.lm_head(model.model.norm(states))
+    return float(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), targets.flatten()))
+
+
+@torch.no_grad()
+def logit_lens(model, windows: torch.Tensor) -> list[float]:
+    """The loss of each state ``h_0 .. h_depth`` read through the final norm and head (nats)."""
+    model.eval()
+    states = residual_stream(model, windows[:, :-1])
+    return [_next_token_loss(model, h, windows[:, 1:]) for h in states]
+
+
+def _angles(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The mean angle over tokens, in units of π; a zero state (the padding token's embedding) has no
+    angle and is left out."""
+    a, b = a.double().flatten(0, -2), b.double().flatten(0, -2)
+    defined = (a.norm(dim=-1) > 0) & (b.norm(dim=-1) > 0)
+    cos = torch.nn.functional.cosine_similarity(a[defined], b[defined], dim=-1).clamp(-1.0, 1.0)
+    return float(torch.arccos(cos).mean() / np.pi)
+
+
+@torch.no_grad()
+def angular_distances(model, windows: torch.Tensor) -> np.ndarray:
+    """``d[n, l]``: the mean angle (in units of π) between ``h_l`` and ``h_{l+n}`` over every token (NaN
+    where ``l + n`` is past the last state)."""
+    states = residual_stream(model, windows[:, :-1])
+    depth = len(states) - 1
+    d = np.full((depth + 1, depth + 1), np.nan)
+    for n in range(depth + 1):
+        for start in range(depth + 1 - n):
+            d[n, start] = _angles(states[start], states[start + n])
+    return d
+
+
+def prune_block(model, start: int, n: int):
+    """A copy of ``model`` without layers ``start .. start + n - 1``."""
+    pruned = copy.deepcopy(model)
+    layers = decoder_layers(pruned)
+    keep = [layer for k, layer in enumerate(layers) if not start <= k < start + n]
+    pruned.model.layers = torch.nn.ModuleList(keep)
+    pruned.config.num_hidden_layers = len(keep)
+    return pruned
+
+
+def _heal(model, stream: torch.Tensor, *, steps: int, lr: float, batch: int, context: int, seed: int) -> None:
+    """``steps`` AdamW steps on random training windows, the learning rate decayed linearly from ``lr``."""
+    from .training import _loss
+
+    model.train()
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(7_919 * seed + 5)
+    offsets = torch.arange(context + 1)
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = lr * (steps - step) / steps
+        starts = torch.randint(0, len(stream) - context - 1, (batch,), generator=gen)
+        loss = _loss(model, stream[starts[:, None] + offsets].to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    model.eval()
+
+
+def measure_depth_use(model, windows: torch.Tensor, *, train_stream: np.ndarray | None = None,
+                      heal_steps: int = 0, lr: float = 3e-3, batch: int = 32,
+                      seed: int = 0) -> dict[str, Any]:
+    """The logit lens and the pruning curve of one model on ``windows`` ``(n, T + 1)`` (module docstring).
+
+    ``prune_loss[n]`` is the loss with ``n`` layers removed (``n = 0 .. depth - 1``), ``prune_start[n]`` the
+    first removed layer, ``healed_loss[n]`` the loss after healing (``[]`` when ``heal_steps`` is 0).
+    """
+    from .training import validation_losses
+
+    model.eval()
+    depth = len(decoder_layers(model))
+    context = windows.shape[1] - 1
+    distances = angular_distances(model, windows)
+
+    def loss(m) -> float:
+        return float(validation_losses(m, windows, 1)[0])
+
+    starts = [0] + [int(np.nanargmin(distances[n, : depth + 1 - n])) for n in range(1, depth)]
+    pruned_loss, healed = [], []
+    stream = torch.from_numpy(np.asarray(train_stream).astype(np.int64)) if heal_steps else None
+    for n, start in enumerate(starts):
+        pruned = prune_block(model, start, n)
+        pruned_loss.append(loss(pruned))
+        if heal_steps:
+            _heal(pruned, stream, steps=heal_steps, lr=HEAL_LR_FACTOR * lr, batch=batch, context=context,
+                  seed=seed)
+            healed.append(loss(pruned))
+        del pruned
+    return {"logit_lens": logit_lens(model, windows), "prune_start": starts, "prune_loss": pruned_loss,
+            "healed_loss": healed, "heal_steps": heal_steps,
+            "angular_distance": [[None if not np.isfinite(v) else float(v) for v in row]
+                                 for row in distances]}
+
+
+@torch.no_grad()
+def cross_depth_r2(shallow, deep, windows: torch.Tensor) -> np.ndarray:
+    """``r2[i, j]``: how well a linear map (with bias) of the shallow model's state ``h_i`` predicts the deep
+    model's state ``h_j``, fitted on the first half of the windows, R² on the second half (module
+    docstring)."""
+    inputs = windows[:, :-1].to(next(shallow.parameters()).device)
+    a = residual_stream(shallow.eval(), inputs).double().cpu().flatten(1, 2)  # (ℓ + 1, tokens, width)
+    b = residual_stream(deep.eval(), inputs).double().cpu().flatten(1, 2)
+    half = (windows.shape[0] // 2) * (windows.shape[1] - 1)
+    if half < 1:
+        raise ValueError("cross_depth_r2 needs at least two windows (one half fits, the other scores).")
+    r2 = np.full((len(a), len(b)), np.nan)
+    for i, x in enumerate(a):
+        design = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)
+        target = b.permute(1, 0, 2).flatten(1)  # every deep state at once: (tokens, (2ℓ + 1) · width)
+        weights = torch.linalg.lstsq(design[:half], target[:half], driver="gelsd").solution
+        residual = (target[half:] - design[half:] @ weights).reshape(-1, len(b), b.shape[-1])
+        held = b[:, half:]
+        total = ((held - held.mean(1, keepdim=True)) ** 2).sum((1, 2))
+        r2[i] = (1.0 - (residual ** 2).sum((0, 2)) / total).numpy()
+    return r2
+
+
+def removable_share(losses: list[float] | np.ndarray, depth: int, tolerance: float) -> float:
+    """The largest share ``n / depth`` of layers whose removal raises the loss by at most ``tolerance`` over
+    ``losses[0]`` (the model itself, or its healed control), counting only ``n`` reached with every smaller
+    ``n`` within the tolerance too."""
+    losses = np.asarray(losses, float)
+    n = 0
+    while n + 1 < len(losses) and np.isfinite(losses[n + 1]) and losses[n + 1] - losses[0] <= tolerance:
+        n += 1
+    return n / depth
+
+
+def _load(folder, device: str):
+    from .model import _transformers
+
+    return _transformers().LlamaForCausalLM.from_pretrained(str(folder)).to(device).eval()
+
+
+def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: torch.Tensor,
+                     train_stream: np.ndarray, *, heal_steps: int, lr: float, batch: int, device: str,
+                     progress=None) -> dict[str, Any]:
+    """Every model's :func:`measure_depth_use` and every (ℓ, 2ℓ) pair's :func:`cross_depth_r2` of a trained
+    ladder, ``models`` as ``(name, width, depth, seed)``; each computed once and saved in
+    ``run_dir/depth-use/`` (a resumed ladder reads what is there).  ``progress(name)`` before each."""
+    import json
+    from pathlib import Path
+
+    from ..._atomic import atomic_write
+
+    run_dir = Path(run_dir)
+    out = run_dir / FOLDER
+    out.mkdir(exist_ok=True)
+    windows = windows.to(device)
+    result: dict[str, Any] = {"models": {}, "pairs": {}}
+    for name, _, _, seed in models:
+        path = out / f"{name}.json"
+        if not path.is_file():
+            if progress:
+                progress(f"depth use {name}")
+            measured = measure_depth_use(_load(run_dir / "models" / name / "model", device), windows,
+                                         train_stream=train_stream, heal_steps=heal_steps, lr=lr,
+                                         batch=batch, seed=seed)
+            atomic_write(path, json.dumps(measured))
+        result["models"][name] = json.loads(path.read_text())
+    index = {(w, d, s): name for name, w, d, s in models}
+    for (w, d, s), name in index.items():
+        deep = index.get((w, 2 * d, s))
+        if deep is None:
+            continue
+        key = f"{name}-to-l{2 * d}"
+        path = out / f"{key}.json"
+        if not path.is_file():
+            if progress:
+                progress(f"maps {name} -> {deep}")
+            r2 = cross_depth_r2(_load(run_dir / "models" / name / "model", device),
+                                _load(run_dir / "models" / deep / "model", device), windows)
+            atomic_write(path, json.dumps({"shallow": name, "deep": deep, "r2": r2.tolist()}))
+        result["pairs"][(w, d, s)] = json.loads(path.read_text())["r2"]
+    return result
