@@ -141,7 +141,12 @@ def test_a_ladder_is_measured_once_resumed_from_its_files_and_an_old_record_says
     assert np.isnan(ds["cross_depth_r2"].sel(depth=4).values).all()
     assert "Logit lens" in result.tables and "Block pruning" in result.tables and "2 → 4" in result.tables
     files = sorted(p.name for p in (result.work_dir / FOLDER).iterdir())
-    assert "w32-l4-s1.json" in files and "w32-l2-s0-to-l4.json" in files and len(files) == 6 + 4
+    assert "w32-l4-s1.json" in files and "w32-l2-s0-to-l4.json" in files and "w32-l1-s1-seen.json" in files
+    assert len(files) == 6 + 6 + 4  # per model, its seen/unseen split, per pair
+    # the training text's tokens apart by whether the model was trained to predict them
+    assert np.isfinite(ds["seen_loss"].values).all() and np.isfinite(ds["unseen_loss"].values).all()
+    assert ((ds["seen_share"] > 0) & (ds["seen_share"] < 1)).all()
+    assert "Memorising or file shift" in result.tables
     # a resumed ladder reads what is there: a planted value comes back
     from resflow.llm.ladder.depth_use import ladder_depth_use
 
@@ -211,3 +216,47 @@ def test_the_law_of_width_depth_and_data_on_the_ladders_grid_recovers_planted_ex
     assert why is None and two.failure is not None and "standard errors" in two.failure
     fit, why = ladder_law_fit(ds.sel(length=[1.0]))
     assert fit is None and "1 lengths" in why
+
+
+def test_the_coverage_replays_the_windows_training_drew_and_the_losses_split_by_it(monkeypatch):
+    from resflow.llm.ladder import training
+    from resflow.llm.ladder.depth_use import seen_and_unseen_losses, training_coverage
+    from resflow.llm.ladder.training import LMRecipe, train_model
+
+    drawn = []
+    original = training.window_starts
+
+    def record(gen, n_tokens, context, batch):
+        starts = original(gen, n_tokens, context, batch)
+        drawn.append(starts.clone())
+        return starts
+
+    monkeypatch.setattr(training, "window_starts", record)
+    stream = np.random.default_rng(0).integers(0, VOCAB, 5000)
+    recipe = LMRecipe(steps=30, batch=4, context=32, lr=3e-3, warmup=2, decay_fraction=0.2, weight_decay=0.1,
+                      lengths=(0.5, 1.0), eval_every=10, eval_batches=2, checkpoint_every=10)
+    m = model(2, seed=3)
+    train_model(m, stream, windows(4), recipe, seed=3)
+    # the half-length fork leaves at step 12 (its decay: the last 20% of 15 steps) and draws 3 steps with a copy
+    # of the generator before the main run goes on: the same windows as the main run's steps 12-14
+    assert len(drawn) == 33
+    for k in range(3):
+        torch.testing.assert_close(drawn[12 + k], drawn[15 + k])
+    main = torch.cat(drawn[:12] + drawn[15:])
+    expected = np.zeros(len(stream), np.int64)
+    for s in main.tolist():
+        expected[s + 1: s + 33] += 1
+    coverage = training_coverage(len(stream), steps=30, batch=4, context=32, seed=3)
+    np.testing.assert_array_equal(coverage, expected)
+    assert coverage.sum() == 30 * 4 * 32
+    # the losses split by it: the seen tokens' mean and the unseen ones', token by token
+    split = seen_and_unseen_losses(m, stream, coverage, context=32, max_tokens=32 * 20)
+    ids = torch.from_numpy(stream[: 20 * 32 + 1].astype(np.int64))
+    with torch.no_grad():
+        logits = m(input_ids=ids[None, :-1].reshape(20, 32), use_cache=False).logits
+        per_token = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[1:].reshape(20, 32),
+                                                      reduction="none").double().numpy().ravel()
+    seen = coverage[1: 20 * 32 + 1] > 0
+    assert split["seen_share"] == pytest.approx(seen.mean())
+    assert split["seen_loss"] == pytest.approx(per_token[seen].mean(), abs=1e-5)
+    assert split["unseen_loss"] == pytest.approx(per_token[~seen].mean(), abs=1e-5)

@@ -45,8 +45,20 @@ def depth_use_variables(trained, widths: list[int], depths: list[int], seeds: li
         if pair is not None:
             pair = np.asarray(pair, float)
             r2[at][: pair.shape[0], : pair.shape[1]] = pair
+    seen = {k: np.full(shape, np.nan) for k in ("seen_loss", "unseen_loss", "seen_share")}
+    for (w, d, s) in ((w, d, s) for w in widths for d in depths for s in seeds):
+        one = use["models"].get(model_name(w, d, s), {})
+        for key in seen:
+            seen[key][widths.index(w), depths.index(d), seeds.index(s)] = one.get(key, np.nan)
     dims = ("width", "depth", "seed")
     heal = int(trained.config.heal_steps)
+    split = {} if np.isnan(seen["seen_share"]).all() else {
+        "seen_loss": (dims, seen["seen_loss"], {
+            "long_name": "loss on training-text tokens the model was trained to predict", "units": "nat"}),
+        "unseen_loss": (dims, seen["unseen_loss"], {
+            "long_name": "loss on training-text tokens it never saw as a target", "units": "nat"}),
+        "seen_share": (dims, seen["seen_share"], {
+            "long_name": "share of the measured training-text tokens seen as a target", "units": "1"})}
     return {
         "logit_lens": ((*dims, "layer"), lens, {
             "long_name": "validation loss of the state h_l read through the final norm and head",
@@ -62,6 +74,7 @@ def depth_use_variables(trained, widths: list[int], depths: list[int], seeds: li
         "cross_depth_r2": ((*dims, "layer", "deep_layer"), r2, {
             "long_name": "R² of a linear map from state h_i of this model to state h_j of the model of twice "
                          "its depth (same width and seed), held-out tokens", "units": "1"}),
+        **split,
     }
 
 
@@ -144,10 +157,32 @@ def _map_lines(ds: xr.Dataset, depths: list[int]) -> list[str]:
     return lines
 
 
+def _seen_lines(ds: xr.Dataset, depths: list[int]) -> list[str]:
+    if "seen_loss" not in ds:
+        return []
+    lines = ["", "Memorising or file shift: the loss on tokens of the training text the model was trained to "
+             "predict (seen) and on those it never saw as a target (unseen; its data order replayed), beside "
+             "the validation loss (mean over seeds, nats): unseen − seen is memorising, validation − unseen "
+             "the shift from the training files to the held-out ones:", "",
+             "| width | ℓ | seen share | seen | unseen | validation | memorising | file shift |",
+             "|---|---|---|---|---|---|---|---|"]
+    val = ds["val_loss"].sel(length=1.0).mean(("seed", "batch"))
+    for w in ds["width"].values:
+        for d in depths:
+            one = ds.sel(width=w, depth=d).mean("seed")
+            seen, unseen = float(one["seen_loss"]), float(one["unseen_loss"])
+            v = float(val.sel(width=w, depth=d))
+            lines.append(f"| {int(w)} | {d} | {_cell(float(one['seen_share']), 2)} | {_cell(seen)} | "
+                         f"{_cell(unseen)} | {_cell(v)} | {_cell(unseen - seen, 4)} | "
+                         f"{_cell(v - unseen, 4)} |")
+    return lines
+
+
 def depth_use_tables(ds: xr.Dataset) -> list[str]:
     """Markdown lines: the logit lens, the pruning shares and the maps across depth (module docstring)."""
     if "logit_lens" not in ds:
         return ["", "The models of this record were not measured for depth use (logit lens, block pruning, "
                 "maps across depth): it was written before resflow measured them."]
     depths = [int(d) for d in ds["depth"].values]
-    return _lens_lines(ds, depths) + _prune_lines(ds, depths) + _map_lines(ds, depths)
+    return (_seen_lines(ds, depths) + _lens_lines(ds, depths) + _prune_lines(ds, depths)
+            + _map_lines(ds, depths))

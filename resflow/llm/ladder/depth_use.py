@@ -18,6 +18,11 @@ r"""How the trained ladder models use their depth, measured on their saved weigh
   the shallow model's state :math:`h_i` predicts best the deep state at the same relative depth,
   :math:`j^* \approx 2i`.
 
+* **Memorising or file shift**: the loss on the first windows of the training text, apart on the tokens the
+  model was trained to predict and on those it never saw as a target (:func:`training_coverage` replays its
+  data order); unseen minus seen is memorising, the validation loss minus unseen the shift from training files
+  to held-out ones.
+
 :func:`measure_depth_use` takes one model; :func:`cross_depth_r2` a pair.  The ladder runs both over a
 trained ladder (:func:`resflow.llm.ladder.train.train_ladder`), each result saved once in the run's
 ``depth-use/`` folder, so that a ladder trained before these existed is measured when it is resumed.
@@ -34,7 +39,8 @@ import torch
 from .model import decoder_layers, residual_stream
 
 __all__ = ["logit_lens", "angular_distances", "prune_block", "measure_depth_use", "cross_depth_r2",
-           "removable_share", "ladder_depth_use", "HEAL_LR_FACTOR", "FOLDER"]
+           "removable_share", "ladder_depth_use", "training_coverage", "seen_and_unseen_losses",
+           "HEAL_LR_FACTOR", "FOLDER"]
 
 HEAL_LR_FACTOR = 0.1  # healing runs at a tenth of the ladder's learning rate
 FOLDER = "depth-use"  # in a ladder's work directory: one JSON file per model and per pair
@@ -164,6 +170,41 @@ def cross_depth_r2(shallow, deep, windows: torch.Tensor) -> np.ndarray:
     return r2
 
 
+def training_coverage(n_tokens: int, *, steps: int, batch: int, context: int, seed: int) -> np.ndarray:
+    """How many times each position of a training stream of ``n_tokens`` was a predicted token while a model
+    of ``seed`` trained ``steps`` steps: its data order replayed (the forks draw the same windows as the run they
+    leave, so the whole run's windows are the ones its final model saw)."""
+    from .training import data_order, window_starts
+
+    gen = data_order(seed)
+    count = np.zeros(n_tokens + 1, np.int64)
+    for _ in range(steps):
+        starts = window_starts(gen, n_tokens, context, batch).numpy()
+        np.add.at(count, starts + 1, 1)  # a window starting at s predicts the tokens s + 1 .. s + context
+        np.add.at(count, starts + context + 1, -1)
+    return np.cumsum(count)[:n_tokens]
+
+
+@torch.no_grad()
+def seen_and_unseen_losses(model, stream: np.ndarray, coverage: np.ndarray, *, context: int,
+                           max_tokens: int, chunk: int = 64) -> dict[str, float]:
+    """The model's loss on the first windows of its training stream, apart on the tokens it was trained to
+    predict (``coverage`` > 0) and those it never saw as a target: their difference is memorising, and the
+    unseen tokens' loss against the validation loss is the shift from training files to held-out ones."""
+    from .training import _loss, validation_windows
+
+    model.eval()
+    device = next(model.parameters()).device
+    windows = validation_windows(np.asarray(stream), context, max_tokens)
+    losses = torch.cat([_loss(model, windows[i:i + chunk].to(device), "none").cpu()
+                        for i in range(0, len(windows), chunk)]).double().numpy()
+    targets = np.arange(len(windows))[:, None] * context + np.arange(1, context + 1)[None, :]
+    seen = coverage[targets] > 0
+    return {"seen_loss": float(losses[seen].mean()) if seen.any() else float("nan"),
+            "unseen_loss": float(losses[~seen].mean()) if (~seen).any() else float("nan"),
+            "seen_share": float(seen.mean())}
+
+
 def removable_share(losses: list[float] | np.ndarray, depth: int, tolerance: float) -> float:
     """The largest share ``n / depth`` of layers whose removal raises the loss by at most ``tolerance`` over
     ``losses[0]`` (the model itself, or its healed control), counting only ``n`` reached with every smaller
@@ -183,10 +224,12 @@ def _load(folder, device: str):
 
 def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: torch.Tensor,
                      train_stream: np.ndarray, *, heal_steps: int, lr: float, batch: int, device: str,
-                     progress=None) -> dict[str, Any]:
+                     steps: int = 0, train_tokens: int = 0, progress=None) -> dict[str, Any]:
     """Every model's :func:`measure_depth_use` and every (ℓ, 2ℓ) pair's :func:`cross_depth_r2` of a trained
     ladder, ``models`` as ``(name, width, depth, seed)``; each computed once and saved in
-    ``run_dir/depth-use/`` (a resumed ladder reads what is there).  ``progress(name)`` before each."""
+    ``run_dir/depth-use/`` (a resumed ladder reads what is there).  With ``steps`` (the ladder's), each
+    model's :func:`seen_and_unseen_losses` on ``train_tokens`` tokens of its training text too.  ``progress(name)``
+    before each."""
     import json
     from pathlib import Path
 
@@ -207,6 +250,18 @@ def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: 
                                          batch=batch, seed=seed)
             atomic_write(path, json.dumps(measured))
         result["models"][name] = json.loads(path.read_text())
+    coverage: dict[int, np.ndarray] = {}
+    for name, _, _, seed in models if steps else []:
+        path = out / f"{name}-seen.json"
+        if not path.is_file():
+            if seed not in coverage:
+                coverage[seed] = training_coverage(len(train_stream), steps=steps, batch=batch,
+                                                   context=windows.shape[1] - 1, seed=seed)
+            model = _load(run_dir / "models" / name / "model", device)
+            measured = seen_and_unseen_losses(model, train_stream, coverage[seed], context=windows.shape[1] - 1,
+                                              max_tokens=train_tokens)
+            atomic_write(path, json.dumps(measured))
+        result["models"][name].update(json.loads(path.read_text()))
     index = {(w, d, s): name for name, w, d, s in models}
     for (w, d, s), name in index.items():
         deep = index.get((w, 2 * d, s))

@@ -377,7 +377,7 @@ def train_ladder(config: LadderConfig, run_dir: Path, *,
     named = [(model_name(*m), *m) for m in config.models()]
     depth_use = ladder_depth_use(run_dir, named, data.windows[: config.measure_windows], data.train_stream,
                                  heal_steps=config.heal_steps, lr=config.lr, batch=config.batch,
-                                 device=device,
+                                 device=device, steps=config.steps, train_tokens=config.val_tokens,
                                  progress=(lambda what: progress(total, total, what)) if progress else None)
     results = (run_dir / "models" / model_name(*m) / RESULT for m in config.models())
     models = tuple(LadderModel.from_json(json.loads(path.read_text())) for path in results)

@@ -11,7 +11,9 @@ Each model draws its initialisation and its data order from its own seed.  The d
 of ``context + 1`` tokens of the training stream; the validation loss is the mean next-token
 cross-entropy over fixed non-overlapping windows of the validation stream, reported per evaluation
 batch (the windows in ``eval_batches`` contiguous groups).  :func:`train_model` checkpoints every
-``checkpoint_every`` steps and resumes from a checkpoint.
+``checkpoint_every`` steps and resumes from a checkpoint.  On a CPU its torch thread count follows the cores
+the machine has free (:class:`resflow.training.threads.ThreadGovernor`, as the toys' engine): two threads
+beside another busy process slowed a ladder about tenfold.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import numpy as np
 import torch
 
 from ...errors import ConfigError, TrainingDivergedError
+from ...training.threads import ThreadGovernor
 
 __all__ = ["LMRecipe", "LMResult", "lr_factor", "fork_step", "validation_windows", "validation_losses",
-           "train_model", "CHECKPOINT"]
+           "train_model", "data_order", "window_starts", "CHECKPOINT"]
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -109,6 +112,16 @@ def validation_losses(model, windows: torch.Tensor, n_batches: int, *, chunk: in
     return np.array([g.mean() for g in groups])
 
 
+def data_order(seed: int) -> torch.Generator:
+    """The generator of a model's training windows (its seed draws its data order)."""
+    return torch.Generator().manual_seed(1_000_003 * seed + 17)
+
+
+def window_starts(gen: torch.Generator, n_tokens: int, context: int, batch: int) -> torch.Tensor:
+    """The first positions of one step's ``batch`` training windows of ``context + 1`` tokens."""
+    return torch.randint(0, n_tokens - context - 1, (batch,), generator=gen)
+
+
 def _optimizer(model, recipe: LMRecipe) -> torch.optim.Optimizer:
     """AdamW, decaying matrices only; a parameter that stands for per-layer ones (a depth-basis coefficient)
     decays as they would; frozen parameters are left out."""
@@ -128,7 +141,7 @@ def _steps(model, opt, stream: torch.Tensor, gen: torch.Generator, recipe: LMRec
     for step in range(first, last):
         for group in opt.param_groups:
             group["lr"] = recipe.lr * lr_factor(step, total, recipe.warmup, recipe.decay_fraction)
-        starts = torch.randint(0, len(stream) - recipe.context - 1, (recipe.batch,), generator=gen)
+        starts = window_starts(gen, len(stream), recipe.context, recipe.batch)
         batch = stream[starts[:, None] + offsets].to(device)
         loss = _loss(model, batch)
         if not torch.isfinite(loss):
@@ -167,7 +180,7 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     device = torch.device(recipe.device)
     model.to(device).train()
     opt = _optimizer(model, recipe)
-    gen = torch.Generator().manual_seed(1_000_003 * seed + 17)
+    gen = data_order(seed)
     stream = torch.from_numpy(train_stream.astype(np.int64))
     losses = np.full((len(lengths), recipe.eval_batches), np.nan)
     result = LMResult(losses=losses)
@@ -185,8 +198,11 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     began = time.perf_counter()
     taken = 0
 
+    governor = ThreadGovernor(device)
+
     def tick(step: int) -> None:
         nonlocal taken
+        governor.tick()
         taken += 1
         if progress is not None:
             progress(taken)
@@ -206,23 +222,25 @@ def train_model(model, train_stream: np.ndarray, windows: torch.Tensor, recipe: 
     marks = sorted(set(range(0, recipe.steps, recipe.eval_every)) | set(forks) | set(
         range(recipe.checkpoint_every, recipe.steps, recipe.checkpoint_every)) | {recipe.steps})
     step = start
-    for mark in [m for m in marks if m >= start]:
-        _steps(model, opt, stream, gen, recipe, step, mark, recipe.steps, tick)
-        step = mark
-        if step in forks and np.isnan(result.losses[lengths.index(forks[step])]).all():
-            length = forks[step]
-            total = recipe.length_steps(length)
-            branch = copy.deepcopy(model)
-            branch_opt = _optimizer_copy(branch, opt, recipe)
-            branch_gen = torch.Generator().set_state(gen.get_state())
-            _steps(branch, branch_opt, stream, branch_gen, recipe, step, total, total, tick)
-            result.losses[lengths.index(length)] = validation_losses(branch, windows, recipe.eval_batches)
-            del branch, branch_opt
-        if step % recipe.eval_every == 0 and step < recipe.steps and step not in result.curve_steps:
-            result.curve_steps.append(step)
-            result.curve_losses.append(float(validation_losses(model, windows, recipe.eval_batches).mean()))
-        if step % recipe.checkpoint_every == 0 and 0 < step < recipe.steps:
-            checkpoint(step)
+    with governor:  # torch threads from the cores the machine has free (resflow.training.threads)
+        for mark in [m for m in marks if m >= start]:
+            _steps(model, opt, stream, gen, recipe, step, mark, recipe.steps, tick)
+            step = mark
+            if step in forks and np.isnan(result.losses[lengths.index(forks[step])]).all():
+                length = forks[step]
+                total = recipe.length_steps(length)
+                branch = copy.deepcopy(model)
+                branch_opt = _optimizer_copy(branch, opt, recipe)
+                branch_gen = torch.Generator().set_state(gen.get_state())
+                _steps(branch, branch_opt, stream, branch_gen, recipe, step, total, total, tick)
+                result.losses[lengths.index(length)] = validation_losses(branch, windows, recipe.eval_batches)
+                del branch, branch_opt
+            if step % recipe.eval_every == 0 and step < recipe.steps and step not in result.curve_steps:
+                result.curve_steps.append(step)
+                now = validation_losses(model, windows, recipe.eval_batches)
+                result.curve_losses.append(float(now.mean()))
+            if step % recipe.checkpoint_every == 0 and 0 < step < recipe.steps:
+                checkpoint(step)
     result.losses[-1] = validation_losses(model, windows, recipe.eval_batches)
     result.curve_steps.append(recipe.steps)
     result.curve_losses.append(float(result.losses[-1].mean()))
