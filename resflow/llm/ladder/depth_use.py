@@ -172,8 +172,8 @@ def cross_depth_r2(shallow, deep, windows: torch.Tensor) -> np.ndarray:
 
 def training_coverage(n_tokens: int, *, steps: int, batch: int, context: int, seed: int) -> np.ndarray:
     """How many times each position of a training stream of ``n_tokens`` was a predicted token while a model
-    of ``seed`` trained ``steps`` steps: its data order replayed (the forks draw the same windows as the run they
-    leave, so the whole run's windows are the ones its final model saw)."""
+    of ``seed`` trained ``steps`` steps: its data order replayed (the forks draw the same windows as the run
+    they leave, so the whole run's windows are the ones its final model saw)."""
     from .training import data_order, window_starts
 
     gen = data_order(seed)
@@ -228,8 +228,8 @@ def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: 
     """Every model's :func:`measure_depth_use` and every (ℓ, 2ℓ) pair's :func:`cross_depth_r2` of a trained
     ladder, ``models`` as ``(name, width, depth, seed)``; each computed once and saved in
     ``run_dir/depth-use/`` (a resumed ladder reads what is there).  With ``steps`` (the ladder's), each
-    model's :func:`seen_and_unseen_losses` on ``train_tokens`` tokens of its training text too.  ``progress(name)``
-    before each."""
+    model's :func:`seen_and_unseen_losses` on ``train_tokens`` tokens of its training text too.
+    ``progress(name)`` before each."""
     import json
     from pathlib import Path
 
@@ -258,7 +258,8 @@ def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: 
                 coverage[seed] = training_coverage(len(train_stream), steps=steps, batch=batch,
                                                    context=windows.shape[1] - 1, seed=seed)
             model = _load(run_dir / "models" / name / "model", device)
-            measured = seen_and_unseen_losses(model, train_stream, coverage[seed], context=windows.shape[1] - 1,
+            measured = seen_and_unseen_losses(model, train_stream, coverage[seed],
+                                              context=windows.shape[1] - 1,
                                               max_tokens=train_tokens)
             atomic_write(path, json.dumps(measured))
         result["models"][name].update(json.loads(path.read_text()))
