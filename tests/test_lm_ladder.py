@@ -488,3 +488,21 @@ def test_a_ladder_resumes_with_other_workers_and_a_single_seed_shows_no_interval
     alpha_cell = row.split("|")[2]
     assert ("one seed: no interval over seeds" in alpha_cell or "ran past" in alpha_cell) and "[" not in alpha_cell
     assert "evaluation noise only" in table
+
+
+def test_the_ladder_trains_with_the_thread_governor(corpus_dir, tokenizer, monkeypatch):
+    """RESFLOW_THREADS holds the governor's count while a ladder model trains; torch's count comes back after."""
+    monkeypatch.setenv("RESFLOW_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    seen = []
+    try:
+        stream = encode_documents(tokenizer, read_corpus(corpus_dir).train)
+        model = build_model(vocab_size=len(tokenizer), width=32, depth=1, context=32, seed=0)
+        train_model(model, stream, torch.from_numpy(stream[: 4 * 33].reshape(4, 33).astype(np.int64)),
+                    recipe(steps=6, lengths=(1.0,), eval_every=3, eval_batches=2, checkpoint_every=3),
+                    seed=0, progress=lambda taken: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
