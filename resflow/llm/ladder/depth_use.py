@@ -281,9 +281,9 @@ def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: 
 
 
 def depth_use_of(run_dir, device: str = "cpu", progress=None) -> dict[str, Any]:
-    """:func:`ladder_depth_use` of a ladder's work directory as its ``run.json`` configures it (keys it lacks at
-    their defaults): what is missing is measured and saved beside what is there, for a ladder finished before a
-    measure existed; its record is not rewritten."""
+    """:func:`ladder_depth_use` of a ladder's work directory as its ``run.json`` configures it (keys it
+    lacks at their defaults): what is missing is measured and saved beside what is there, for a ladder
+    finished before a measure existed; its record is not rewritten."""
     import json
     from pathlib import Path
 
