@@ -77,5 +77,6 @@ EXPERIMENT = Experiment(
                         "(8 workers: docs/results.md)",
            "gpu-wide": "the gpu preset with width 256 added (54 models); longer than one device session",
            "tiny": "seconds: a smoke run (the tests use it)"},
-    costs={"cpu-plays": "32 min 32 s (docs/results.md)"},
+    costs={"cpu-plays": "32 min 32 s (docs/results.md)", "cpu": "39 min 41 s (docs/results.md)",
+           "cpu-long": "about 1 h 40 min (docs/results.md)"},
 )
