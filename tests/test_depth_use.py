@@ -157,12 +157,12 @@ def test_a_ladder_is_measured_once_resumed_from_its_files_and_an_old_record_says
                              np.zeros(100, np.int64), heal_steps=0, lr=1e-3, batch=2, device="cpu")
     assert again["models"]["w32-l1-s0"]["logit_lens"] == [9.0, 8.0]
     # a finished ladder measured again from its work directory: a missing file is measured anew, the same
-    from resflow.llm.ladder.depth_use import depth_use_of
+    from resflow.workflows import ladder_depth_use_of
 
     seen_file = result.work_dir / FOLDER / "w32-l2-s1-seen.json"
     first = json.loads(seen_file.read_text())
     seen_file.unlink()
-    again = depth_use_of(result.work_dir)
+    again = ladder_depth_use_of(result.work_dir)
     assert again["models"]["w32-l2-s1"]["seen_loss"] == pytest.approx(first["seen_loss"], abs=1e-9)
     assert again["models"]["w32-l1-s0"]["logit_lens"] == [9.0, 8.0]  # what is there is read, not redone
     # a record written before the measures existed: the tables say so

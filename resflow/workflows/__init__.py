@@ -4,7 +4,8 @@
 module          function                         command
 ==============  ===============================  =============================================
 ``run``         :func:`run_experiment`           ``resflow run`` (build, train, store, fit, figure)
-``ladder``      :func:`run_ladder`               ``resflow run lm-ladder`` (language models trained here)
+``ladder``      :func:`run_ladder`               ``resflow run lm-ladder`` (language models trained here);
+                :func:`ladder_depth_use_of`      the depth-use measures of a finished ladder's work directory
 ``fit``         :func:`fit_store`                ``resflow fit`` (fit records; reuses existing ones)
 ``llm``         :func:`fit_llm_table`            ``resflow llm-fit``
 ``probe``       :func:`probe_models`             ``resflow probe``
@@ -39,7 +40,7 @@ from .demo import FlowDemoConfig, FlowDemoResult, run_flow_demo
 from .figures import RunFigure, draw_run_figure
 from .fit import RunFits, fit_store
 from .intervene import InterventionRun, intervene_models, intervene_teacher
-from .ladder import LadderRun, run_ladder
+from .ladder import LadderRun, ladder_depth_use_of, run_ladder
 from .llm import LLMFitResult, fit_llm_table
 from .measures import MEASURES, Measure, TrainedStudent, TrainedStudents, chosen_measures, register_measure
 from .probe import ProbeRun, probe_models, probe_teacher
@@ -56,7 +57,8 @@ __all__ = [
     "FlowDemoConfig", "FlowDemoResult", "run_flow_demo", "SweepPlan", "SweepCell", "SweepResult", "run_sweep",
     "parse_grid", "load_manifest", "BenchResult", "bench_engine", "report_run", "axis_report", "axis_figure",
     "check_store",
-    "InterventionRun", "intervene_models", "intervene_teacher", "LadderRun", "run_ladder", "StoreCheck",
+    "InterventionRun", "intervene_models", "intervene_teacher", "LadderRun", "run_ladder",
+    "ladder_depth_use_of", "StoreCheck",
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",
     "chosen_measures",

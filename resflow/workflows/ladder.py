@@ -14,16 +14,17 @@ from pathlib import Path
 
 from .._atomic import atomic_write
 from ..errors import ConfigError
+from ..llm.ladder.depth_use import ladder_depth_use
 from ..llm.ladder.fit import LadderFit, ladder_fits
 from ..llm.ladder.model import require_llm
 from ..llm.ladder.records import ladder_dataset, ladder_tables, plot_ladder
-from ..llm.ladder.train import SPEED_ONLY, LadderConfig, check_device, train_ladder
+from ..llm.ladder.train import SPEED_ONLY, LadderConfig, check_device, ladder_data, model_name, train_ladder
 from ..presenting.plots import save_figure
 from ..provenance import provenance
 from ..records.kinds import LM_LADDER
 from ..store import Store, run_lock
 
-__all__ = ["LadderRun", "run_ladder", "FIGURE_NAME"]
+__all__ = ["LadderRun", "run_ladder", "ladder_depth_use_of", "FIGURE_NAME"]
 
 RUN_INFO = "run.json"
 RECORD_NAME = "record.txt"
@@ -92,3 +93,19 @@ def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool | str = Fa
     figure = save_figure(plot_ladder(ds, fits), run_dir / FIGURE_NAME, prov)
     return LadderRun(config=config, work_dir=run_dir, record=record, fits=tuple(fits), figure=figure,
                      tables=ladder_tables(ds, record))
+
+
+def ladder_depth_use_of(work_dir: Path | str, device: str = "cpu", progress=None) -> dict:
+    """The depth-use measures (:func:`resflow.llm.ladder.depth_use.ladder_depth_use`) of a ladder's work
+    directory as its ``run.json`` configures it (keys it lacks at their defaults): what is missing is measured
+    and saved beside what is there, for a ladder finished before a measure existed; its record is not
+    rewritten."""
+    run_dir = Path(work_dir)
+    stored = json.loads((run_dir / RUN_INFO).read_text())["config"]
+    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in {**LadderConfig().to_dict(), **stored}.items()})
+    data = ladder_data(config, run_dir)
+    named = [(model_name(*m), *m) for m in config.models()]
+    return ladder_depth_use(run_dir, named, data.windows[: config.measure_windows], data.train_stream,
+                            heal_steps=config.heal_steps, lr=config.lr, batch=config.batch, device=device,
+                            steps=config.steps, train_tokens=config.val_tokens, progress=progress)

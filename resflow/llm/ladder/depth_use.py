@@ -40,7 +40,7 @@ from .model import decoder_layers, residual_stream
 
 __all__ = ["logit_lens", "angular_distances", "prune_block", "measure_depth_use", "cross_depth_r2",
            "removable_share", "ladder_depth_use", "training_coverage", "seen_and_unseen_losses",
-           "depth_use_of", "HEAL_LR_FACTOR", "FOLDER"]
+           "HEAL_LR_FACTOR", "FOLDER"]
 
 HEAL_LR_FACTOR = 0.1  # healing runs at a tenth of the ladder's learning rate
 FOLDER = "depth-use"  # in a ladder's work directory: one JSON file per model and per pair
@@ -279,22 +279,3 @@ def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: 
         result["pairs"][(w, d, s)] = json.loads(path.read_text())["r2"]
     return result
 
-
-def depth_use_of(run_dir, device: str = "cpu", progress=None) -> dict[str, Any]:
-    """:func:`ladder_depth_use` of a ladder's work directory as its ``run.json`` configures it (keys it
-    lacks at their defaults): what is missing is measured and saved beside what is there, for a ladder
-    finished before a measure existed; its record is not rewritten."""
-    import json
-    from pathlib import Path
-
-    from .train import LadderConfig, _data, model_name
-
-    run_dir = Path(run_dir)
-    stored = json.loads((run_dir / "run.json").read_text())["config"]
-    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v
-                             for k, v in {**LadderConfig().to_dict(), **stored}.items()})
-    data = _data(config, run_dir)
-    named = [(model_name(*m), *m) for m in config.models()]
-    return ladder_depth_use(run_dir, named, data.windows[: config.measure_windows], data.train_stream,
-                            heal_steps=config.heal_steps, lr=config.lr, batch=config.batch, device=device,
-                            steps=config.steps, train_tokens=config.val_tokens, progress=progress)

@@ -40,7 +40,7 @@ from .model import (
 from .training import LMRecipe, train_model, validation_losses, validation_windows
 
 __all__ = ["LadderConfig", "LadderModel", "TrainedLadder", "train_ladder", "measure_model", "model_name",
-           "check_device", "PROBE_METRICS", "SPEED_ONLY"]
+           "check_device", "ladder_data", "PROBE_METRICS", "SPEED_ONLY"]
 
 SPEED_ONLY = ("device", "workers")  # settings that change how fast a ladder trains, not its results
 
@@ -276,7 +276,9 @@ class _Data:
     train_windows: torch.Tensor  # as many windows of the training stream as of the validation one
 
 
-def _data(config: LadderConfig, run_dir: Path) -> _Data:
+def ladder_data(config: LadderConfig, run_dir: Path) -> _Data:
+    """What every model of the ladder in ``run_dir`` trains and is measured on (the tokenizer trained
+    once)."""
     corpus = load_corpus(config.corpus or None)
     tokenizer = _tokenizer(run_dir, corpus, config.vocab_size)
     validation = encode_documents(tokenizer, corpus.validation)
@@ -329,7 +331,7 @@ def _worker(config_json: str, run_dir: str, width: int, depth: int, seed: int, d
     torch.set_num_threads(threads)
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(config_json).items()}
     config = LadderConfig(**fields)
-    _train_one(config, Path(run_dir), _data(config, Path(run_dir)), width, depth, seed, device, None)
+    _train_one(config, Path(run_dir), ladder_data(config, Path(run_dir)), width, depth, seed, device, None)
 
 
 def train_ladder(config: LadderConfig, run_dir: Path, *,
@@ -341,7 +343,7 @@ def train_ladder(config: LadderConfig, run_dir: Path, *,
     (with the tokenizer).
     """
     device = _device(config.device)
-    data = _data(config, run_dir)
+    data = ladder_data(config, run_dir)
     total = config.progress_total
     per_model = total // len(config.models())
     todo = [m for m in config.models() if not (run_dir / "models" / model_name(*m) / RESULT).is_file()]
