@@ -331,10 +331,14 @@ def test_the_tiny_ladder_writes_a_record_that_round_trips(corpus_dir, tmp_path):
     assert "Passes over the training text per model" in result.tables
     assert "Loss on windows of the training text minus the validation loss" in result.tables
     # lesions by relative depth: the one layer of a depth-1 model sits at 1/2, the third quarter
-    lesions = result.tables.split("Lesion loss change by relative depth")[1].split("Logit lens")[0]
+    lesions = result.tables.split("Lesion loss change by relative depth")[1].split("Swap loss change")[0]
     (row,) = [line for line in lesions.splitlines() if line.startswith("| 32 | 1 |")]
     assert row.split("|")[3].strip() == "–" and row.split("|")[4].strip() == "–"
     assert row.split("|")[5].strip() != "–" and row.split("|")[6].strip() == "–"
+    # swaps by where the two layers meet: the one swap of a depth-2 model at 1/2, the third quarter
+    swaps = result.tables.split("Swap loss change by relative depth")[1].split("\n\n")[1]  # its table
+    (row,) = [line for line in swaps.splitlines() if line.startswith("| 32 | 2 |")]
+    assert [c.strip() == "–" for c in row.split("|")[3:7]] == [True, True, False, True]
     # every model saved as a HuggingFace directory, with its tokenizer
     assert len(list((result.work_dir / "models").glob("*/model/config.json"))) == 6
     # beside the theory in the comparison (three depths are too few for c l^-a + L_inf: it says so)

@@ -302,6 +302,16 @@ def _lesion_by_relative_depth(ds: xr.Dataset, depths: list[int]) -> list[str]:
             cells = [_number(float(per_layer[where == q].mean()), 3) if (where == q).any() else "–"
                      for q in range(4)]
             lines.append(f"| {int(w)} | {d} | " + " | ".join(cells) + " |")
+    lines += ["", "Swap loss change by relative depth (l + 1)/ℓ, where layers l and l + 1 meet; mean over "
+              "seeds and the swaps in each quarter (nats):", "", "| width | ℓ | " + " | ".join(quarters) + " |",
+              "|---|---|" + "---|" * len(quarters)]
+    for w in ds["width"].values:
+        for d in depths:
+            per_swap = ds["swap"].sel(width=w, depth=d).mean("seed").values[: d - 1]
+            where = np.minimum(np.floor((np.arange(d - 1) + 1) / d * 4).astype(int), 3)
+            cells = [_number(float(per_swap[where == q].mean()), 3) if (where == q).any() else "–"
+                     for q in range(4)]
+            lines.append(f"| {int(w)} | {d} | " + " | ".join(cells) + " |")
     return lines
 
 
