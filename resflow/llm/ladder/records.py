@@ -303,8 +303,8 @@ def _lesion_by_relative_depth(ds: xr.Dataset, depths: list[int]) -> list[str]:
                      for q in range(4)]
             lines.append(f"| {int(w)} | {d} | " + " | ".join(cells) + " |")
     lines += ["", "Swap loss change by relative depth (l + 1)/ℓ, where layers l and l + 1 meet; mean over "
-              "seeds and the swaps in each quarter (nats):", "", "| width | ℓ | " + " | ".join(quarters) + " |",
-              "|---|---|" + "---|" * len(quarters)]
+              "seeds and the swaps in each quarter (nats):", "",
+              "| width | ℓ | " + " | ".join(quarters) + " |", "|---|---|" + "---|" * len(quarters)]
     for w in ds["width"].values:
         for d in depths:
             per_swap = ds["swap"].sel(width=w, depth=d).mean("seed").values[: d - 1]
