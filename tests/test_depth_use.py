@@ -165,6 +165,10 @@ def test_a_ladder_is_measured_once_resumed_from_its_files_and_an_old_record_says
     again = ladder_depth_use_of(result.work_dir)
     assert again["models"]["w32-l2-s1"]["seen_loss"] == pytest.approx(first["seen_loss"], abs=1e-9)
     assert again["models"]["w32-l1-s0"]["logit_lens"] == [9.0, 8.0]  # what is there is read, not redone
+    from resflow import ConfigError
+
+    with pytest.raises(ConfigError, match="work_dir .* is not a ladder's work directory"):
+        ladder_depth_use_of(tmp_path / "corpus")
     # a record written before the measures existed: the tables say so
     old = ds.drop_vars(["logit_lens", "prune_loss", "healed_loss", "prune_start", "cross_depth_r2"])
     assert "not measured for depth use" in "\n".join(depth_use_tables(old))

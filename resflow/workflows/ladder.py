@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._atomic import atomic_write
 from ..errors import ConfigError
-from ..llm.ladder.depth_use import ladder_depth_use
+from ..llm.ladder.depth_use import ladder_depth_use_for
 from ..llm.ladder.fit import LadderFit, ladder_fits
 from ..llm.ladder.model import require_llm
 from ..llm.ladder.records import ladder_dataset, ladder_tables, plot_ladder
@@ -43,6 +43,13 @@ class LadderRun:
     tables: str
 
 
+def _started(run_dir: Path) -> dict:
+    """The configuration a ladder's work directory was started with, as JSON values; a key added to the
+    configuration after the run started reads as its default (what the run did)."""
+    stored = json.loads((run_dir / RUN_INFO).read_text())["config"]
+    return {**json.loads(LadderConfig().to_json()), **stored}
+
+
 def _resumable(store: Path, config: LadderConfig, run: str | None = None) -> Path:
     work = store / "work"
     candidates = (sorted(p for p in work.glob(f"{config.experiment}-*" if run is None else run)
@@ -56,11 +63,7 @@ def _resumable(store: Path, config: LadderConfig, run: str | None = None) -> Pat
     def results(values: dict) -> dict:  # the settings that decide the results (device, workers: speed only)
         return {k: v for k, v in values.items() if k not in SPEED_ONLY}
 
-    # a key added to the configuration after the run started reads as its default (what the run did)
-    stored = json.loads((run_dir / RUN_INFO).read_text())["config"]
-    started = {**json.loads(LadderConfig().to_json()), **stored}
-    if (results(started)
-            != results(json.loads(config.to_json()))):
+    if results(_started(run_dir)) != results(json.loads(config.to_json())):
         raise ConfigError(f"{run_dir} was started with a different configuration; "
                           "pass the same preset and --set options to resume it "
                           "(the device and the number of workers may differ).")
@@ -101,11 +104,11 @@ def ladder_depth_use_of(work_dir: Path | str, device: str = "cpu", progress=None
     and saved beside what is there, for a ladder finished before a measure existed; its record is not
     rewritten."""
     run_dir = Path(work_dir)
-    stored = json.loads((run_dir / RUN_INFO).read_text())["config"]
-    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v
-                             for k, v in {**LadderConfig().to_dict(), **stored}.items()})
-    data = ladder_data(config, run_dir)
+    if not (run_dir / RUN_INFO).is_file() or not (run_dir / "models").is_dir():
+        raise ConfigError(f"work_dir {str(run_dir)!r} is not a ladder's work directory (no {RUN_INFO} and "
+                          "models/ in it); pass STORE/work/lm-ladder-<time>, as `resflow run lm-ladder` "
+                          "printed it.")
+    config = LadderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in _started(run_dir).items()})
     named = [(model_name(*m), *m) for m in config.models()]
-    return ladder_depth_use(run_dir, named, data.windows[: config.measure_windows], data.train_stream,
-                            heal_steps=config.heal_steps, lr=config.lr, batch=config.batch, device=device,
-                            steps=config.steps, train_tokens=config.val_tokens, progress=progress)
+    return ladder_depth_use_for(config, run_dir, ladder_data(config, run_dir), named, device=device,
+                                progress=progress)

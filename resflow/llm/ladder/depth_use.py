@@ -40,7 +40,7 @@ from .model import decoder_layers, residual_stream
 
 __all__ = ["logit_lens", "angular_distances", "prune_block", "measure_depth_use", "cross_depth_r2",
            "removable_share", "ladder_depth_use", "training_coverage", "seen_and_unseen_losses",
-           "HEAL_LR_FACTOR", "FOLDER"]
+           "ladder_depth_use_for", "HEAL_LR_FACTOR", "FOLDER"]
 
 HEAL_LR_FACTOR = 0.1  # healing runs at a tenth of the ladder's learning rate
 FOLDER = "depth-use"  # in a ladder's work directory: one JSON file per model and per pair
@@ -92,23 +92,16 @@ def prune_block(model, start: int, n: int):
 
 
 def _heal(model, stream: torch.Tensor, *, steps: int, lr: float, batch: int, context: int, seed: int) -> None:
-    """``steps`` AdamW steps on random training windows, the learning rate decayed linearly from ``lr``."""
-    from .training import _loss
+    """``steps`` AdamW steps on random training windows, the learning rate decayed linearly from ``lr`` to 0 and
+    no weight decay: the ladder's own training steps with that schedule (no warmup, all of it decay)."""
+    from .training import LMRecipe, _optimizer, _steps
 
+    recipe = LMRecipe(steps=steps, batch=batch, context=context, lr=lr, warmup=0, decay_fraction=1.0,
+                      weight_decay=0.0, lengths=(1.0,), eval_every=steps, eval_batches=1,
+                      checkpoint_every=steps)
     model.train()
-    device = next(model.parameters()).device
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     gen = torch.Generator().manual_seed(7_919 * seed + 5)
-    offsets = torch.arange(context + 1)
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = lr * (steps - step) / steps
-        starts = torch.randint(0, len(stream) - context - 1, (batch,), generator=gen)
-        loss = _loss(model, stream[starts[:, None] + offsets].to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+    _steps(model, _optimizer(model, recipe), stream, gen, recipe, 0, steps, steps)
     model.eval()
 
 
@@ -279,3 +272,12 @@ def ladder_depth_use(run_dir, models: list[tuple[str, int, int, int]], windows: 
         result["pairs"][(w, d, s)] = json.loads(path.read_text())["r2"]
     return result
 
+
+def ladder_depth_use_for(config, run_dir, data, models: list[tuple[str, int, int, int]], *, device: str,
+                         progress=None) -> dict[str, Any]:
+    """:func:`ladder_depth_use` with a ladder's settings: ``config`` a
+    :class:`resflow.llm.ladder.train.LadderConfig`, ``data`` what its models train on
+    (:func:`resflow.llm.ladder.train.ladder_data`)."""
+    return ladder_depth_use(run_dir, models, data.windows[: config.measure_windows], data.train_stream,
+                            heal_steps=config.heal_steps, lr=config.lr, batch=config.batch, device=device,
+                            steps=config.steps, train_tokens=config.val_tokens, progress=progress)

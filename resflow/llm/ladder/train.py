@@ -27,7 +27,7 @@ from ...errors import ConfigError
 from ...training.engine import resolve_device
 from .corpus import CORPORA, load_corpus
 from .depth_basis import DepthBasisModel, unwrap
-from .depth_use import ladder_depth_use
+from .depth_use import ladder_depth_use_for
 from .measure import PROBE_METRICS, measure_model
 from .model import (
     HEAD_SIZE,
@@ -377,10 +377,8 @@ def train_ladder(config: LadderConfig, run_dir: Path, *,
             _train_one(config, run_dir, data, width, depth, seed, device, report)
             done += 1
     named = [(model_name(*m), *m) for m in config.models()]
-    depth_use = ladder_depth_use(run_dir, named, data.windows[: config.measure_windows], data.train_stream,
-                                 heal_steps=config.heal_steps, lr=config.lr, batch=config.batch,
-                                 device=device, steps=config.steps, train_tokens=config.val_tokens,
-                                 progress=(lambda what: progress(total, total, what)) if progress else None)
+    depth_use = ladder_depth_use_for(config, run_dir, data, named, device=device,
+                                     progress=(lambda what: progress(total, total, what)) if progress else None)
     results = (run_dir / "models" / model_name(*m) / RESULT for m in config.models())
     models = tuple(LadderModel.from_json(json.loads(path.read_text())) for path in results)
     corpus = data.corpus
