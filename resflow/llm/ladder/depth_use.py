@@ -92,8 +92,8 @@ def prune_block(model, start: int, n: int):
 
 
 def _heal(model, stream: torch.Tensor, *, steps: int, lr: float, batch: int, context: int, seed: int) -> None:
-    """``steps`` AdamW steps on random training windows, the learning rate decayed linearly from ``lr`` to 0 and
-    no weight decay: the ladder's own training steps with that schedule (no warmup, all of it decay)."""
+    """``steps`` AdamW steps on random training windows, the learning rate decayed linearly from ``lr`` to 0
+    and no weight decay: the ladder's own training steps with that schedule (no warmup, all of it decay)."""
     from .training import LMRecipe, _optimizer, _steps
 
     recipe = LMRecipe(steps=steps, batch=batch, context=context, lr=lr, warmup=0, decay_fraction=1.0,

@@ -377,8 +377,8 @@ def train_ladder(config: LadderConfig, run_dir: Path, *,
             _train_one(config, run_dir, data, width, depth, seed, device, report)
             done += 1
     named = [(model_name(*m), *m) for m in config.models()]
-    depth_use = ladder_depth_use_for(config, run_dir, data, named, device=device,
-                                     progress=(lambda what: progress(total, total, what)) if progress else None)
+    announce = (lambda what: progress(total, total, what)) if progress else None
+    depth_use = ladder_depth_use_for(config, run_dir, data, named, device=device, progress=announce)
     results = (run_dir / "models" / model_name(*m) / RESULT for m in config.models())
     models = tuple(LadderModel.from_json(json.loads(path.read_text())) for path in results)
     corpus = data.corpus
