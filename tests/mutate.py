@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py",
          "tests/test_soap.py", "tests/properties/test_fit_coverage.py"]
 CLASSES = ["tests/test_classes.py"]
-V3 = ["tests/test_certification.py", "tests/test_routes.py", "tests/test_fitting.py"]  # routes and verdict v3
+V4 = ["tests/test_certification.py", "tests/test_drift.py", "tests/test_routes.py", "tests/test_fitting.py"]  # routes, v4
 
 # name: (file, old text, new text, what it breaks)
 MUTATIONS = {
@@ -113,37 +113,51 @@ MUTATIONS = {
                   "if 0 < self.depth < self.weight_groups else self", "K = depth trained twice", CLASSES),
     "drop-threshold": ("resflow/fitting/hierarchy.py", "if y < DROP_FRACTION * math.log(classes)]",
                        "if y < math.log(classes)]", "the drop depth against the uniform guess itself", CLASSES),
-    # training routes and verdict v3 (issue 35): run against their own tests
-    "tail-point-ratio": ("resflow/fitting/extrapolation.py", "ratio = max(upper, last / float(falls[-2]))",
-                         "ratio = fitted", "the tail's ratio without its upper bound and the last ratio", V3),
-    "tail-flat-free": ("resflow/fitting/extrapolation.py", "        ratio = q ** -slowest_gamma",
-                       "        ratio = 0.0", "falls within the noise read as nothing left to lose", V3),
-    "agreement-off": ("resflow/fitting/certification.py", "if spreads and not high <= route_tolerance:",
-                      "if False:", "routes that disagree certified", V3),
-    "agreement-best": ("resflow/fitting/certification.py", "worst = max(groups.values(), key=lambda v: v.mean())",
-                       "worst = min(groups.values(), key=lambda v: v.mean())", "the spread of the best route with itself",
-                       V3),
-    "tails-ignored": ("resflow/fitting/certification.py", "if passed < len(tails):", "if False:",
-                      "a depth certified while its students still fall", V3),
+    # training routes (issue 35) and verdict v4 (issue 49): run against their own tests
+    "tail-point-ratio": ("resflow/fitting/extrapolation.py", "ratio = min(max(upper, last / float(falls[-2])), slowest)",
+                         "ratio = min(fitted, slowest)", "the tail's ratio without its upper bound and the last ratio",
+                         V4),
+    "tail-flat-free": ("resflow/fitting/extrapolation.py", "        ratio = slowest\n",
+                       "        ratio = 0.0\n", "falls within the noise read as nothing left to lose", V4),
+    "agreement-off": ("resflow/fitting/certification.py", "elif not high <= route_tolerance:",
+                      "elif False:", "routes that disagree certified", V4),
+    "agreement-worst-init": ("resflow/fitting/certification.py", "pick = sub.argmin(axis=1)",
+                             "pick = np.where(np.isfinite(sub), sub, -np.inf).argmax(axis=1)",
+                             "a route's worst init taken as its witness", V4),
+    "drift-ignored": ("resflow/fitting/certification.py", "elif not drift.certifies(tolerance):", "elif False:",
+                      "an exponent certified while it still moves", V4),
+    "drift-no-cap": ("resflow/fitting/drift.py", "cap = q ** -slowest_gamma", "cap = 1.0 - 1e-9",
+                     "a drift that does not shrink allowed to decay as slowly as it likes", V4),
+    "drift-noise-free": ("resflow/fitting/drift.py",
+                         "low, high = min(0.0, d_low) * tail, max(0.0, d_high) * tail",
+                         "low, high = min(0.0, dbar) * tail, max(0.0, dbar) * tail",
+                         "the remaining drift's interval without the drift's noise", V4),
+    "drift-ratio-point": ("resflow/fitting/drift.py",
+                          "_, high_r = fieller_interval(sign * abar, sign * dbar, cov, t_two)",
+                          "high_r = dbar / abar", "the decay's upper end replaced by its point estimate", V4),
+    "drift-not-in-ci": ("resflow/fitting/fits.py",
+                        "drift_down, drift_up = max(0.0, -drift.low), max(0.0, drift.high)",
+                        "drift_down, drift_up = 0.0, 0.0", "the exponent's interval without the remaining drift",
+                        V4),
     "route-error-sides": ("resflow/fitting/certification.py",
                           "return float(np.sum(-w[w < 0] * s[w < 0])), float(np.sum(w[w > 0] * s[w > 0]))",
                           "return float(np.sum(w[w > 0] * s[w > 0])), float(np.sum(-w[w < 0] * s[w < 0]))",
-                          "a deep depth's spread lowering the exponent", V3),
+                          "a deep depth's spread lowering the exponent", V4),
     "best-is-worst": ("resflow/fitting/fits.py", "pick = score.argmin(axis=-1)",
                       "pick = np.where(np.isfinite(score), score, -np.inf).argmax(axis=-1)",
-                      "each depth's worst student read as its best", V3),
+                      "each depth's worst student read as its best", V4),
     "separation-unpaired": ("resflow/fitting/separation.py", "diffs = np.array([a[r] - b[r] for r in common], float)",
                             "diffs = np.array([a[r] - b[common[-1 - i]] for i, r in enumerate(common)], float)",
-                            "replicates paired with other replicates' teachers", V3),
+                            "replicates paired with other replicates' teachers", V4),
     "parent-init-0": ("resflow/training/routes.py",
                       'want = dataclasses.replace(spec, route="scratch", depth=spec.depth // 2, length=1.0, budget=1.0)',
                       'want = dataclasses.replace(spec, route="scratch", depth=spec.depth // 2, length=1.0, budget=1.0, '
-                      'init=0)', "every continuation student from init 0's parent", V3),
+                      'init=0)', "every continuation student from init 0's parent", V4),
     "smooth-not-smooth": ("resflow/training/block.py", "        W1, b1 = W1[:1].repeat(spec.depth, 1, 1, 1), b1[:1]"
-                          ".repeat(spec.depth, 1, 1)", "        pass", "the smooth start drawn as scratch", V3),
+                          ".repeat(spec.depth, 1, 1)", "        pass", "the smooth start drawn as scratch", V4),
     "init-ignored": ("resflow/training/block.py", "student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, "
                      "spec.route)", "student_seed(spec.replicate, spec.scheme, spec.depth)",
-                     "every init and route the same draw", V3),
+                     "every init and route the same draw", V4),
 }
 
 

@@ -10,7 +10,7 @@ from resflow.analysis import certify_depths
 from resflow.fitting.allocation import next_budgets, plan_next_run
 
 DEPTHS = (2, 4, 8, 16)
-DISAGREE = "the routes disagree: the worst is 21.0% (up to 23.0%) above the best (tolerance 5%)"
+DISAGREE = "the routes disagree: the worse is 21.0% above the better (up to 23.0% over the replicates; tolerance 5%)"
 
 
 def test_the_uncertified_depths_get_a_doubling_and_the_certified_ones_keep_their_steps():
@@ -54,28 +54,46 @@ def test_bad_input_names_the_argument(kwargs, name):
 
 
 def test_the_reasons_certify_depths_writes_are_the_ones_steps_answer():
-    """Route disagreement and a falling tail get more steps; one start and a failed student do not: read from
-    what certify_depths itself says, so a reworded reason cannot slip out of the plan unnoticed."""
+    """Route disagreement gets more steps; one start does not; a failed student or a falling tail blocks nothing
+    (verdict v4: a route's best student speaks for it): read from what certify_depths itself says, so a reworded
+    reason cannot slip out of the plan unnoticed."""
     routes = ["scratch", "continuation"]
     disagree, trained = cell({"scratch": 1.2e-5, "continuation": 1.0e-5}, np.random.default_rng(1))
-    falling, _ = cell({"scratch": 1.0, "continuation": 1.0}, np.random.default_rng(3))
-    falling *= (STEPS / STEPS[0])[:, None] ** -0.1
-    agree, _ = cell({"scratch": 1.0, "continuation": 1.01}, np.random.default_rng(5))
-    failed = agree.copy()
-    failed[0, 0, 1, 0] = np.nan
     one, one_trained = cell({"scratch": 1.0}, np.random.default_rng(4), inits=1)
-    for data, known, routes_here, longer in [(disagree, trained, routes, True), (falling, trained, routes, True),
-                                             (failed, trained, routes, False), (one, one_trained, ["scratch"], False)]:
+    for data, known, routes_here, longer in [(disagree, trained, routes, True), (one, one_trained, ["scratch"], False)]:
         certificate = certify_depths((2, 4), STEPS, data, known, routes_here)[0]
         assert not certificate.certified
         plan = next_budgets((2, 4), 1000, (), {2: certificate.reasons})
         assert (plan.longer == (2,)) is longer, certificate.reasons
         assert (plan.other == (2,)) is not longer
+    falling, _ = cell({"scratch": 1.0, "continuation": 1.0}, np.random.default_rng(3))
+    falling *= (STEPS / STEPS[0])[:, None] ** -0.1
+    failed, _ = cell({"scratch": 1.0, "continuation": 1.01}, np.random.default_rng(5))
+    failed[0, 0, 1, 0] = np.nan
+    for data in (falling, failed):
+        certificate = certify_depths((2, 4), STEPS, data, trained, routes)[0]
+        assert certificate.certified and certificate.notes
+
+
+def test_an_exponent_still_moving_trains_every_depth_longer():
+    """The exponent-level reason of verdict v4 (what certify_exponent writes) reaches every depth."""
+    from resflow.fitting.certification import certify_exponent
+    from resflow.fitting.drift import remaining_drift
+
+    agree, trained = cell({"scratch": 1.0, "continuation": 1.01}, np.random.default_rng(5))
+    certificates = certify_depths((2, 4), STEPS, agree, trained, ["scratch", "continuation"])
+    steady = 1.0 + 0.05 * np.arange(4)[None, :] + 0.001 * np.random.default_rng(0).standard_normal((3, 4))
+    exponent = certify_exponent(certificates, remaining_drift(steady, STEPS))
+    assert not exponent.certified
+    fit = Fit((2, 4, 8, 16), ("certified",) * 4)
+    fit.certificate = exponent.text
+    assert plan_next_run(DEPTHS, 3000, (), [fit]).longer == DEPTHS
 
 
 class Fit:  # the parts of a SeriesFit the plan reads
     def __init__(self, certified, verdicts):
         self.depths, self.certified_depths, self.depth_verdicts = DEPTHS, certified, verdicts
+        self.certificate = "certified"
 
 
 def test_a_depth_uncertified_in_any_series_is_trained_longer():

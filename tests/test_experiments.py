@@ -99,13 +99,16 @@ def test_run_and_fit_commands(tmp_path):
     assert len(records) == 3  # the two series and their separation
     series = [r for r in records if r["target"] != "separation"]
     for r in series:
-        assert {"target", "loss", "scheme", "exponent", "ci_low", "ci_high", "converged", "regime", "certified",
-                "certified_depths", "route_spread"} <= set(r)
-        assert len(r["route_spread"]) == len(r["depths"]) and isinstance(r["certified"], bool)
+        assert {"target", "loss", "scheme", "exponent", "ci_low", "ci_high", "converged", "regime",
+                "exponent_certified", "certified_depths", "route_spread", "drift_per_doubling", "remaining_drift",
+                "remaining_drift_high", "length_exponents"} <= set(r)
+        assert len(r["route_spread"]) == len(r["depths"]) and isinstance(r["exponent_certified"], bool)
+        assert len(r["length_exponents"]) == len(r["lengths"])
     assert {r["target"] for r in series} == {"independent", "tied"}
     (separation,) = [r for r in records if r["target"] == "separation"]
     assert {"separation", "separation_ci_low", "separation_ci_high", "separation_law", "separation_law_ci_low",
-            "separation_law_ci_high", "separated"} <= set(separation)
+            "separation_law_ci_high", "separated", "steeper", "law_gap"} <= set(separation)
+    assert isinstance(separation["steeper"], bool) and separation["law_gap"] > 0
     tied, independent = ({r["target"]: r for r in series}[t] for t in ("tied", "independent"))
     assert separation["separation"] == pytest.approx(tied["exponent"] - independent["exponent"])
     only = json.loads(runner.invoke(app, ["fit", str(tmp_path), "--json", "--run", records[0]["run"]]).stdout)

@@ -3,7 +3,7 @@
 =================  ==========================================================================
 room               what it holds
 =================  ==========================================================================
-``fitting``        depth exponents of a run, their intervals, verdicts v3 and v2, the separation of the
+``fitting``        depth exponents of a run, their intervals, verdicts v4 and v2, the separation of the
                    readings, the laws' regimes, fit records (:mod:`resflow.fitting`)
 ``probing``        hidden-state metrics and probes, functional groups, early exit, lesion/swap/trace,
                    tracking a teacher along depth (:mod:`resflow.probing`)
@@ -18,16 +18,24 @@ is :mod:`resflow.labels`.
 """
 
 from ..fitting.allocation import BudgetPlan, next_budgets, plan_next_run
-from ..fitting.certification import ROUTE_TOLERANCE, DepthCertificate, certify_depths, route_error
+from ..fitting.certification import (
+    ROUTE_TOLERANCE,
+    DepthCertificate,
+    ExponentCertificate,
+    certify_depths,
+    certify_exponent,
+    route_error,
+)
+from ..fitting.drift import EXPONENT_TOLERANCE, RemainingDrift, remaining_drift
 from ..fitting.extrapolation import TAIL_TOLERANCE, TailTest, tail_test
 from ..fitting.fit_records import FIT_SCHEMA, fit_problems, fits_from_dataset, fits_to_dataset
 from ..fitting.fits import FitSettings, SeriesFit, exponent_over_training, fit_dataset, fit_exponent
 from ..fitting.intervals import ExponentInterval, exponent_interval
 from ..fitting.law_fit import finite_teacher_factor, law_for_target
 from ..fitting.profile import ProfileFit, profile_offset_fit, seed_standard_errors
-from ..fitting.regimes import classify, regime_predictions
+from ..fitting.regimes import classify, law_gap, regime_predictions
 from ..fitting.roughness import roughness_predictions
-from ..fitting.separation import SEPARATION_MARGIN, Separation, separations
+from ..fitting.separation import Separation, separations
 from ..fitting.verdict import Verdict, convergence_verdict
 from ..labels import Mentions, series_label, teacher_label
 from ..presenting.compare import ComparisonRow, DepthPart, comparison_figure, theory_rows, toy_rows
@@ -79,9 +87,10 @@ __all__ = [
     "exponent_difference",
     "run_tables",
     "BudgetPlan", "next_budgets", "plan_next_run",
-    "ROUTE_TOLERANCE", "DepthCertificate", "certify_depths", "route_error",
+    "ROUTE_TOLERANCE", "DepthCertificate", "certify_depths", "route_error", "ExponentCertificate",
+    "certify_exponent", "EXPONENT_TOLERANCE", "RemainingDrift", "remaining_drift",
     "TAIL_TOLERANCE", "TailTest", "tail_test",
-    "SEPARATION_MARGIN", "Separation", "separations",
+    "Separation", "separations", "law_gap",
     "ProfileFit", "profile_offset_fit", "seed_standard_errors",
     "InterventionProfile", "lesion", "swap", "trace", "run_steps", "intervention_dataset",
     "stack_profiles", "PROFILE_LABELS", "intervention_exponents",

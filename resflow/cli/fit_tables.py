@@ -1,6 +1,6 @@
-"""The exponents a toy run or fit prints: the separation first, then the fits, verdict v2 and the reasons a
-series is a bound -- every series named as a reader knows it (smooth / rough, the code name beside it
-once)."""
+"""The exponents a toy run or fit prints: the separation first, then the fits with verdict v4, verdict v2
+and the reasons a series is a bound -- every series named as a reader knows it (smooth / rough, the code name
+beside it once)."""
 
 from __future__ import annotations
 
@@ -17,29 +17,50 @@ def _interval(value: float, low: float, high: float) -> str:
 
     if not math.isfinite(value):
         return "–"
-    return f"{value:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) else f"{value:.2f} [–]"
+    if math.isnan(low) or math.isnan(high):
+        return f"{value:.2f} [–]"
+
+    def end(v: float) -> str:
+        return f"{v:.2f}" if math.isfinite(v) else ("∞" if v > 0 else "−∞")
+
+    return f"{value:.2f} [{end(low)}, {end(high)}]"
+
+
+def _still_to_come(f) -> str:
+    """The remaining drift's estimate and interval (verdict v4)."""
+    import math
+
+    if f.drift_case == "not checked":
+        return "not checked"
+    ends = [f"{v:+.3f}" if math.isfinite(v) else ("+∞" if v > 0 else "−∞")
+            for v in (f.remaining_drift_low, f.remaining_drift_high)]
+    return f"{f.remaining_drift:+.3f} [{ends[0]}, {ends[1]}]"
 
 
 def separation_lines(separations) -> str:
-    """The first answer of a run with both teachers: are the smooth and rough readings separated?"""
+    """The first answer of a run with both teachers: is the smooth teacher's exponent steeper, and does the
+    gap reach the readings' law gap at the run's depths?"""
     return "\n".join(f"[bold]Separation[/]{'' if sep.scheme == 'euler' else f' ({sep.scheme})'}: {sep.text}"
                      for sep in separations)
 
 
 def fits_table(fits, title: str) -> Table:
-    """The exponents: plain and law-aware with their intervals (route error included), certified or a bound,
-    the certified depths, the regime."""
+    """The exponents: plain and law-aware with their intervals (route error and remaining drift included),
+    certified or a bound (verdict v4), the drift per doubling and what is still to come, the depths whose
+    routes agree, the regime."""
     from resflow.analysis import Mentions
 
     series = Mentions().series
     table = Table(title=title)
-    for column in ("series", "α [95%]", "law α [95%]", "standing", "certified depths", "regime"):
+    for column in ("series", "α [95%]", "law α [95%]", "standing", "drift per doubling [95%]",
+                   "still to come [95%]", "routes agree at", "regime"):
         table.add_column(column)
     for f in fits:
         table.add_row(series(f), _interval(f.exponent, f.ci_low, f.ci_high),
                       _interval(f.law_exponent, f.law_ci_low, f.law_ci_high),
-                      "certified" if f.certified else "[yellow]bound[/]",
-                      ", ".join(map(str, f.certified_depths)) or "none", f.regime)
+                      "certified" if f.exponent_certified else "[yellow]bound[/]",
+                      _interval(f.drift_per_doubling, f.drift_per_doubling_low, f.drift_per_doubling_high),
+                      _still_to_come(f), ", ".join(map(str, f.certified_depths)) or "none", f.regime)
     return table
 
 
@@ -69,10 +90,11 @@ def convergence_table(fits,
 
 
 def verdicts(fits) -> str:
-    """Why each uncertified series' exponents are bounds (verdict v3), one line each."""
+    """Why each uncertified series' exponents are bounds (verdict v4), one line each."""
     from resflow.analysis import series_label
 
-    return "\n".join(f"[yellow]{series_label(f)}[/]: {f.certificate}" for f in fits if not f.certified)
+    return "\n".join(f"[yellow]{series_label(f)}[/]: {f.certificate}" for f in fits
+                     if not f.exponent_certified)
 
 
 def print_fits(fits, separations, title: str) -> None:
@@ -82,5 +104,5 @@ def print_fits(fits, separations, title: str) -> None:
         console.print(separation_lines(separations), highlight=False)
     print_table(fits_table(fits, title), console)
     print_table(convergence_table(fits), console)
-    if any(not f.certified for f in fits):
+    if any(not f.exponent_certified for f in fits):
         console.print(verdicts(fits), highlight=False)

@@ -56,7 +56,7 @@ class ExperimentConfig:
     ``routes`` are the ways every student is trained (:data:`resflow.training.ROUTES`): ``("scratch",)``
     (every student from a draw), ``("scratch", "continuation")`` (and every depth whose half is in
     ``depths`` again, continued from the trained scratch student of half its depth), ``"smooth"`` (layers
-    that start equal); ``inits`` independent initialisations of every route; verdict v3 certifies a depth
+    that start equal); ``inits`` independent initialisations of every route; verdict v4 counts a depth
     when its routes agree (``docs/design/certification.md``).
     ``student_groups`` are student structures: 0 is the plain student (every layer its own weights),
     ``K`` a group-structured one (weights shared within K contiguous groups of layers,

@@ -1,7 +1,8 @@
-"""Where the next run's steps go: to the depths that verdict v3 did not certify.
+"""Where the next run's steps go: to the depths that verdict v4 did not certify.
 
-A depth is not certified when its routes disagree or one of its students' losses is still falling
-(:mod:`resflow.fitting.certification`); both are answered by training that depth longer, neither by
+A depth is not certified when its routes disagree (:mod:`resflow.fitting.certification`), and an exponent
+when that happens at some depth or when it is still moving with training (:mod:`resflow.fitting.drift`): the
+first is answered by training that depth longer, the second by training every depth longer, neither by
 training a certified depth longer.  :func:`next_budgets` plans one doubling for the uncertified depths
 and keeps every certified depth at the steps it already had: ``train.steps`` doubles and a certified
 depth's share (``ExperimentConfig.budgets``) halves.  Continuation parents need nothing more: a deep
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 __all__ = ["BudgetPlan", "next_budgets", "plan_next_run", "LONGER_HELPS"]
 
 #: the beginnings of the certification reasons that more steps can answer (DepthCertificate.reasons)
-LONGER_HELPS = ("the routes disagree", "the inits (one route) disagree", "students fail the tail test")
+LONGER_HELPS = ("the routes disagree", "the inits (one route) disagree", "the exponent still moves")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,12 +101,21 @@ def next_budgets(depths, steps: int, budgets, reasons) -> BudgetPlan:
                       longer=longer, other=other, cost_ratio=after / before)
 
 
+#: the part of an exponent's certificate that says it is still moving (ExponentCertificate.reasons)
+STILL_MOVES = "the exponent still moves"
+
+
 def plan_next_run(depths, steps: int, budgets, fits) -> BudgetPlan:
     """:func:`next_budgets` from a run's fits (:class:`~resflow.fitting.fits.SeriesFit`): a depth's reasons
-    are the verdicts of every series that did not certify it."""
+    are the verdicts of every series that did not certify it, and every depth of a series whose exponent is
+    still moving gets that reason too."""
     reasons: dict[int, list[str]] = {int(d): [] for d in depths}
     for f in fits:
         for d, verdict in zip(f.depths, f.depth_verdicts, strict=True):
             if d not in f.certified_depths and int(d) in reasons:
                 reasons[int(d)].append(verdict)
+        if STILL_MOVES in f.certificate:
+            for d in f.depths:
+                if int(d) in reasons:
+                    reasons[int(d)].append(STILL_MOVES)
     return next_budgets(depths, steps, budgets, reasons)

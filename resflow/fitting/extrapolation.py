@@ -36,14 +36,17 @@ of a run is a loss at a learning rate that has not decayed yet, a different quan
 optimiser's noise floor), so it is not mixed into the fit.  The model is an assumption; its
 validation is a run long enough to converge (``docs/results.md``).
 
-**The tail test** (verdict v3, :func:`tail_test`; ``docs/design/certification.md``) checks that model
-instead of assuming it: with :math:`n \ge 4` geometric lengths the falls :math:`d_1 \dots d_{n-1}` are
-fitted by a geometric sequence :math:`d_k = D\rho^{k-1}` (least squares of :math:`\log d_k` on :math:`k`,
-:math:`n - 3 \ge 1` residual degrees of freedom); the tail's ratio is the one-sided 95% upper bound of
-the fitted :math:`\rho` (t on the fit's own residual), never below the last observed ratio; when a fall is
-within its noise the ratio cannot be fitted and the slowest decay admitted, :math:`t^{-0.1}`
-(``TAIL_SLOWEST_GAMMA``), bounds the tail.  The remaining gain's bound is the geometric tail of the last
-fall's ceiling; a student passes when it is below ``TAIL_TOLERANCE``.
+**The tail test** (:func:`tail_test`; a diagnostic of verdict v4, ``docs/design/certification.md``) checks
+that model on each student instead of assuming it.  It reads the **last four lengths** (the first ones are
+the start of training, where a loss falls fastest, not its tail): their three falls :math:`d_1, d_2, d_3`
+are fitted by a geometric sequence :math:`d_k = D\rho^{k-1}` (least squares of :math:`\log d_k` on
+:math:`k`: two parameters, **one residual degree of freedom**); the tail's ratio is the one-sided 95% upper
+bound of the fitted :math:`\rho` (t on the fit's own residual), never below the last observed ratio and
+never above :math:`q^{-0.1}` (``TAIL_SLOWEST_GAMMA``), the slowest decay admitted; when a fall is within its
+noise the ratio cannot be fitted and that slowest decay bounds the tail.  Capping the measured ratio at the
+same assumption means a precise measurement is never penalised: a loss whose falls are measured to the
+fifth digit is bounded as one whose falls are hidden in noise.  The remaining gain's bound is the geometric
+tail of the last fall's ceiling; a student passes when it is below ``TAIL_TOLERANCE``.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ __all__ = ["NOISE_P", "CEILING_P", "LossLimit", "loss_limit", "loss_limits", "ge
 
 NOISE_P = 0.001  # a fall is real when noise alone would exceed it with at most this probability (one-sided t)
 CEILING_P = 0.05  # the largest fall the noise allows: a one-sided 95% bound
-TAIL_MIN_LENGTHS = 4  # the tail test needs residual degrees of freedom: 4 lengths = 3 falls for 2 parameters
+TAIL_MIN_LENGTHS = 4  # the tail test reads the last 4 lengths: 3 falls for 2 parameters, 1 residual dof
 TAIL_TOLERANCE = 0.05  # a student has stopped improving when at most this share of its loss is left to lose
 TAIL_SLOWEST_GAMMA = 0.1  # the slowest power law t^-gamma the test admits where the falls cannot be fitted
 TAIL_CONFIDENCE = 0.95  # the one-sided level of the fitted ratio's upper bound
@@ -196,9 +199,10 @@ class TailTest:
     """The tail test of one student (module docstring): ``passed`` when the bound ``gain_bound`` on the share
     of its final loss still to lose is below the tolerance.
 
-    ``case``: ``"fitted"`` (every fall measurable: the ratio from the fit), ``"within noise"`` (a fall within
-    its noise: the slowest admitted decay), ``"no limit"`` (the falls do not shrink), ``"not checked"`` (fewer
-    than ``TAIL_MIN_LENGTHS`` geometric lengths, or a missing loss).  ``ratio`` is the decay ratio the bound
+    ``case``: ``"fitted"`` (every fall of the last four lengths measurable: the ratio from the fit, capped at
+    the slowest admitted decay), ``"within noise"`` (a fall within its noise: the slowest admitted decay),
+    ``"no limit"`` (a loss that is not positive, or a ``slowest_gamma`` of 0), ``"not checked"`` (fewer than
+    ``TAIL_MIN_LENGTHS`` geometric lengths, or a missing loss).  ``ratio`` is the decay ratio the bound
     used, ``fitted_ratio`` the least-squares one (NaN unless fitted), ``residual`` the fit's residual standard
     deviation of log falls (its degrees of freedom ``dof``).
     """
@@ -229,14 +233,18 @@ def tail_test(batch_losses: np.ndarray, *, lengths=None, tolerance: float = TAIL
     from scipy import stats
 
     values = np.asarray(batch_losses, float)
-    n, n_batch = values.shape
     unchecked = TailTest(passed=False, case="not checked", gain_bound=math.nan, ratio=math.nan)
-    if n < TAIL_MIN_LENGTHS or not np.all(np.isfinite(values)):
+    if values.shape[0] < TAIL_MIN_LENGTHS:
+        return unchecked
+    values = values[-TAIL_MIN_LENGTHS:]  # the tail: the first lengths are the start of training, not its tail
+    n, n_batch = values.shape
+    if not np.all(np.isfinite(values)):
         return unchecked
     try:
         q = geometric_ratio(lengths) if lengths is not None else 2.0
-        if lengths is not None and not np.allclose(np.diff(np.log(np.asarray(lengths, float))), math.log(q),
-                                                   rtol=1e-3):
+        tail_lengths = np.asarray(lengths, float)[-TAIL_MIN_LENGTHS:] if lengths is not None else None
+        steps = None if tail_lengths is None else np.diff(np.log(tail_lengths))
+        if steps is not None and not np.allclose(steps, math.log(q), rtol=1e-3):
             return unchecked
     except ConfigError:
         return unchecked
@@ -252,6 +260,7 @@ def tail_test(batch_losses: np.ndarray, *, lengths=None, tolerance: float = TAIL
         return TailTest(passed=False, case="no limit", gain_bound=math.inf, ratio=math.inf, final=final)
     fitted = residual = math.nan
     dof = 0
+    slowest = q ** -slowest_gamma  # the cap: a measured ratio is never taken slower than the assumption
     if np.all(falls > noise) and np.all(falls > 0):
         k = np.arange(n - 1, dtype=float)
         y = np.log(falls)
@@ -261,10 +270,10 @@ def tail_test(batch_losses: np.ndarray, *, lengths=None, tolerance: float = TAIL
         se_slope = residual / math.sqrt(np.sum((k - k.mean()) ** 2))
         fitted = float(math.exp(slope))
         upper = math.exp(slope + stats.t.ppf(confidence, dof) * se_slope)
-        ratio = max(upper, last / float(falls[-2]))
+        ratio = min(max(upper, last / float(falls[-2])), slowest)
         case = "fitted"
     else:
-        ratio = q ** -slowest_gamma
+        ratio = slowest
         case = "within noise"
     if ratio >= 1.0:
         return TailTest(passed=False, case="no limit", gain_bound=math.inf, ratio=ratio, fitted_ratio=fitted,

@@ -59,9 +59,19 @@ _SCALARS = {  # SeriesFit field -> (long_name, units) of its variable in a fit r
     "asymptotic_law_ci_low": ("lower end of the interval of the asymptotic law-aware alpha", "1"),
     "asymptotic_law_ci_high": ("upper end of the interval of the asymptotic law-aware alpha", "1"),
     "asymptotic_regime": ("regime the asymptotic estimate points to (an estimate)", "1"),
-    "certified": ("verdict v3: every depth certified (routes agree, tails pass); otherwise the exponents are "
-                  "bounds", "1"),
-    "certificate": ("verdict v3 in words, with the reasons per depth when not certified", "1"),
+    "exponent_certified": ("verdict v4: the routes agree at every depth and the exponent has stopped moving "
+                           "(remaining drift within the tolerance); otherwise the exponents are bounds", "1"),
+    "certificate": ("verdict v4 in words, with the reasons when not certified", "1"),
+    "drift_per_doubling": ("the exponent's last drift per doubling of training (mean of paired replicates)",
+                           "1"),
+    "drift_per_doubling_low": ("lower end of the 95% interval of the drift per doubling", "1"),
+    "drift_per_doubling_high": ("upper end of the 95% interval of the drift per doubling", "1"),
+    "drift_ratio": ("the drift's decay per doubling (point estimate, capped at the slowest admitted)", "1"),
+    "drift_ratio_high": ("the drift's decay per doubling used for the bound", "1"),
+    "drift_case": ("how the drift was read: decaying, not shrinking, within noise, not checked", "1"),
+    "remaining_drift": ("alpha still to come with more training (signed estimate, Aitken)", "1"),
+    "remaining_drift_low": ("lower (signed) end of the interval of the remaining drift", "1"),
+    "remaining_drift_high": ("upper (signed) end of the interval of the remaining drift", "1"),
     "route_error_low": ("what the route spreads add below the exponents' intervals", "1"),
     "route_error_high": ("what the route spreads add above the exponents' intervals", "1"),
     "replicate_ci_low": ("lower end of the interval of alpha over replicates alone (no route error)", "1"),
@@ -114,13 +124,19 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
     data["fitted_depth"] = (("series", "depth"), [[d in f.depths for d in depths] for f in fits],
                             {"long_name": "whether the series has this depth", "units": "1"})
     data["certified_depth"] = (("series", "depth"), [[d in f.certified_depths for d in depths] for f in fits],
-                               {"long_name": "verdict v3: the depth is certified", "units": "1"})
+                               {"long_name": "verdict v4: the depth's routes agree", "units": "1"})
     verdicts = np.full((len(fits), len(depths)), "", dtype=object)
     for i, f in enumerate(fits):
         for d, v in zip(f.depths, f.depth_verdicts, strict=False):
             verdicts[i, depths.index(d)] = v
     data["depth_verdict"] = (("series", "depth"), verdicts.astype(str),
-                             {"long_name": "verdict v3 of the depth in words", "units": "1"})
+                             {"long_name": "verdict v4 of the depth in words (the routes' agreement)",
+                              "units": "1"})
+    lengths = list(fits[0].lengths)
+    data["length_exponent"] = (("series", "length"),
+                               [list(f.length_exponents) or [math.nan] * len(lengths) for f in fits],
+                               {"long_name": "mean alpha at each training length (best start at each)",
+                                "units": "1"})
     replicates = sorted({r for f in fits for r in f.replicates})
     for field, (name, long_name) in _BY_REPLICATE.items():
         values = np.full((len(fits), len(replicates)), np.nan)
@@ -138,6 +154,7 @@ def fits_to_dataset(fits: list[SeriesFit], *, source_record: str, settings: FitS
         "temperature": ("series", [math.nan if f.temperature is None else f.temperature for f in fits],
                         {"long_name": "teacher temperature (NaN for MSE)", "units": "1"}),
         "depth": ("depth", depths, {"long_name": "student depth", "units": "layers"}),
+        "length": ("length", lengths, {"long_name": "training length, fraction of the run", "units": "1"}),
         "replicate": ("replicate", replicates,
                       {"long_name": "replicate (own teacher, data stream and init)"}),
     }
@@ -188,6 +205,8 @@ def fits_from_dataset(ds: xr.Dataset) -> list[SeriesFit]:
         else:
             for field in ("route_spread", "route_spread_high", "init_spread", "teacher_spread"):
                 per_depth.pop(field, None)
+        if "length_exponent" in row:
+            per_depth["length_exponents"] = tuple(float(v) for v in row["length_exponent"].values)
         if "replicate" in ds.dims:
             reps = [int(r) for r in ds["replicate"].values]
             for field, (name, _) in _BY_REPLICATE.items():

@@ -1,21 +1,24 @@
-r"""Depth exponents of a run, each with its interval, a law-aware twin, verdict v3 (certification by
-agreement of training routes), verdict v2 and an asymptotic estimate.
+r"""Depth exponents of a run, each with its interval, a law-aware twin, verdict v4 (the exponent certified
+when its routes agree and it has stopped moving), verdict v2 and an asymptotic estimate.
 
 For one series (a target, scheme, temperature and structure) with final test losses
 :math:`\mathcal L(\ell, \text{replicate}, \text{route}, \text{init}, \text{length}, \text{batch})`:
 
 * the **best loss** of a depth and replicate is the lowest full-length loss over its routes and inits (the
   student that sets it is the one every other statistic of the cell reads, at every length);
-* verdict v3 (:mod:`resflow.fitting.certification`): a depth is ``certified`` when its routes' best losses
-  agree within 5% and every student of it passes the tail test; ``route_spread`` per depth;
 * ``exponent``: each replicate's least-squares slope of :math:`-\log \mathcal L(\ell)` on
   :math:`\log \ell` of the best losses, averaged over replicates -- *how fast the loss falls over these
-  depths*; its interval is Student's t over the same per-replicate slopes
-  (:mod:`resflow.fitting.intervals`: one estimator), widened by the **route error**
+  depths*; ``replicate_ci_low``/``replicate_ci_high`` is Student's t over the same per-replicate slopes
+  (:mod:`resflow.fitting.intervals`: one estimator), and the reported interval ``ci_low``/``ci_high`` widens
+  it so that it holds **where training goes**: by the **route error**
   (:func:`~resflow.fitting.certification.route_error`: down by the spreads of the shallow depths, up by those
-  of the deep ones, since a trained loss bounds the reachable loss from above), so an uncertified depth widens
-  the interval rather than being used silently as a point; ``replicate_ci_low``/``replicate_ci_high`` keep
-  the interval without it; the exponent is ``certified`` only when every depth is, otherwise a bound;
+  of the deep ones, since a trained loss bounds the reachable loss from above) and by the **remaining drift**
+  (:mod:`resflow.fitting.drift`: how far the exponent may still move, from the geometric decay of its drift
+  per doubling of training along the run's own lengths);
+* verdict v4 (:mod:`resflow.fitting.certification`): the exponent is certified (``exponent_certified``) when
+  every depth's routes agree -- their best students, tested over the replicates -- and the remaining drift's
+  bound is within ``FitSettings.exponent_tolerance``; otherwise it is a bound and ``certificate`` says why;
+  ``length_exponents``, ``drift_per_doubling``, ``remaining_drift`` say how it moves;
 * ``law_exponent``: the same after dividing out the finite teacher's factor
   (:mod:`resflow.fitting.law_fit`) -- *the exponent against an infinitely deep teacher, if the finite-teacher
   law holds*; the number to hold against the asymptotic laws (ensemble 1, procedural 2-3), and the one the
@@ -45,45 +48,21 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._validate import check_int, check_real
 from ..errors import ConfigError
 from ..loglog import slopes
 from ..records import SERIES_DIMS, START_DIMS, best_start, checked_run, is_kl, trained_cells
-from .certification import ROUTE_TOLERANCE, certify_depths, route_error
-from .extrapolation import TAIL_TOLERANCE, asymptotic_interval, geometric_ratio
-from .intervals import BOOTSTRAP_SAMPLES, CONFIDENCE, exponent_interval
+from .certification import certify_depths, certify_exponent, route_error
+from .drift import best_along_training, exponent_drift, exponents_along_training
+from .extrapolation import asymptotic_interval, geometric_ratio
+from .intervals import exponent_interval
 from .law_fit import NO_LAW, finite_teacher_factor, law_for_target
 from .power_law import fit_exponent, fit_offset
 from .regimes import classify
-from .verdict import DRIFT_TOLERANCE, GAIN_TOLERANCE, convergence_verdict
+from .settings import FitSettings
+from .verdict import convergence_verdict
 
 __all__ = ["FitSettings", "SeriesFit", "fit_exponent", "fit_offset", "fit_dataset", "exponent_over_training",
            "fit_series", "best_students"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class FitSettings:
-    """How a run's series are fitted."""
-
-    confidence: float = CONFIDENCE
-    bootstrap_samples: int = BOOTSTRAP_SAMPLES
-    drift_tolerance: float = DRIFT_TOLERANCE
-    gain_tolerance: float = GAIN_TOLERANCE
-    route_tolerance: float = ROUTE_TOLERANCE
-    tail_tolerance: float = TAIL_TOLERANCE
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "confidence", check_real("confidence", self.confidence, low=0.0, high=1.0,
-                                                          low_open=True, high_open=True))
-        object.__setattr__(self, "bootstrap_samples", check_int("bootstrap_samples", self.bootstrap_samples,
-                                                                minimum=10))
-        for name in ("drift_tolerance", "gain_tolerance", "route_tolerance", "tail_tolerance"):
-            object.__setattr__(self, name, check_real(name, getattr(self, name), low=0.0, low_open=True))
-
-    def to_json(self) -> str:
-        """The settings as a fit record holds them (a fit record of before verdict v3 has no route and tail
-        tolerances, so its run is fitted again rather than read back)."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,9 +105,19 @@ class SeriesFit:
     asymptotic_law_ci_low: float = math.nan
     asymptotic_law_ci_high: float = math.nan
     asymptotic_regime: str = "none"  # the regime the asymptotic estimate points to (an estimate)
-    # verdict v3 (resflow.fitting.certification)
-    certified: bool = False  # every depth certified: the exponent is a measurement, not a bound
-    certified_depths: tuple[int, ...] = ()
+    # verdict v4 (resflow.fitting.certification, resflow.fitting.drift)
+    exponent_certified: bool = False  # routes agree at every depth and the exponent has stopped moving
+    certified_depths: tuple[int, ...] = ()  # the depths whose routes agree
+    length_exponents: tuple[float, ...] = ()  # mean alpha at each training length (best start at each)
+    drift_per_doubling: float = math.nan  # the last drift of alpha per doubling of training (paired, mean)
+    drift_per_doubling_low: float = math.nan  # its 95% interval
+    drift_per_doubling_high: float = math.nan
+    drift_ratio: float = math.nan  # the drift's decay per doubling (point) and the one its bound used
+    drift_ratio_high: float = math.nan
+    drift_case: str = "not checked"  # decaying, not shrinking, within noise, not checked
+    remaining_drift: float = math.nan  # alpha still to come with more training (signed estimate)
+    remaining_drift_low: float = -math.inf  # its interval (signed ends)
+    remaining_drift_high: float = math.inf
     # per depth: worst route's best loss / best - 1 (largest over replicates)
     route_spread: tuple[float, ...] = ()
     route_spread_high: tuple[float, ...] = ()  # its upper 95% end over the evaluation batches
@@ -144,7 +133,7 @@ class SeriesFit:
     replicates: tuple[int, ...] = ()  # replicate ids, in the order of the per-replicate exponents
     replicate_exponents: tuple[float, ...] = ()  # alpha of each replicate's best losses
     replicate_law_exponents: tuple[float, ...] = ()  # law alpha of each replicate's best losses
-    certificate: str = "not certified: verdict v3 not run"
+    certificate: str = "not certified: verdict v4 not run"
     converged: bool
     verdict: str
     regime: str
@@ -156,14 +145,15 @@ class SeriesFit:
 
     @property
     def standing(self) -> str:
-        """``"certified"`` or ``"bound"``: what the exponent is (verdict v3)."""
-        return "certified" if self.certified else "bound"
+        """``"certified"`` or ``"bound"``: what the exponent is (verdict v4)."""
+        return "certified" if self.exponent_certified else "bound"
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         for name in ("depths", "losses", "lengths", "limits", "gains", "gain_highs", "route_spread",
                      "route_spread_high", "init_spread", "teacher_spread", "replicate_exponents",
-                     "replicate_law_exponents", "certified_depths", "replicates", "routes", "depth_verdicts"):
+                     "replicate_law_exponents", "certified_depths", "replicates", "routes", "depth_verdicts",
+                     "length_exponents"):
             values = getattr(self, name)
             out[name] = [None if isinstance(v, float) and not np.isfinite(v) else v for v in values]
         out["remaining_gain"] = self.remaining_gain
@@ -210,6 +200,16 @@ def best_students(batches: np.ndarray, trained: np.ndarray) -> tuple[np.ndarray,
     return best, np.isfinite(np.take_along_axis(score, pick[:, :, None], axis=2)[:, :, 0])
 
 
+def _widened(down: float, up: float, drift_down: float, drift_up: float) -> str:
+    """How an exponent's interval over replicates was widened, in words (empty: not at all)."""
+    parts = []
+    if down + up > 0:
+        parts.append(f"the route spreads (-{down:.3f}, +{up:.3f})")
+    if drift_down + drift_up > 0:
+        parts.append(f"the remaining drift (-{drift_down:.3f}, +{drift_up:.3f})")
+    return ", widened by " + " and ".join(parts) if parts else ""
+
+
 def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str, teacher_depth: float,
                settings: FitSettings, trained: np.ndarray | None = None, routes=("scratch",),
                replicates=None, **label: Any) -> SeriesFit:
@@ -239,7 +239,12 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
                                   tail_tolerance=settings.tail_tolerance)
     spreads = tuple(c.route_spread for c in certificates)
     down, up = route_error(depths, spreads)
-    certified = all(c.certified for c in certificates)
+    along = best_along_training(batches, trained)  # (depth, replicate, length, batch)
+    drift = exponent_drift(depths, lengths, along, confidence=conf)
+    exponent = certify_exponent(certificates, drift, tolerance=settings.exponent_tolerance)
+    certified = exponent.certified
+    # the interval holds where training goes: the remaining drift's room on each side
+    drift_down, drift_up = max(0.0, -drift.low), max(0.0, drift.high)
     verdict = convergence_verdict(depths, lengths, best, drift_tolerance=settings.drift_tolerance,
                                   gain_tolerance=settings.gain_tolerance)
     nan_interval = dict(value=math.nan, low=math.nan, high=math.nan)
@@ -256,11 +261,7 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
     read = asym_law if np.isfinite(asym_law["low"]) else asym
     asymptotic_regime = (classify(read["low"], read["high"], scheme, True) + " (estimate)"
                          if np.isfinite(read["low"]) and np.isfinite(read["high"]) else "none")
-    uncertified = [c for c in certificates if not c.certified]
-    certificate = ("certified: every depth's routes agree within "
-                   f"{settings.route_tolerance:.0%} and every student passes the tail test" if certified else
-                   "not certified (the exponent is a bound): "
-                   + "; ".join(f"ℓ = {c.depth}: {'; '.join(c.reasons)}" for c in uncertified))
+    certificate = exponent.text
     temperature = label.get("temperature")
     present = [str(r) for k, r in enumerate(routes) if trained[:, :, k].any()]
     return SeriesFit(
@@ -268,12 +269,12 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
         student_groups=int(label.get("student_groups", 0)),
         temperature=None if temperature is None else float(temperature),
         depths=tuple(depths), losses=tuple(float(v) for v in means), n_replicates=int(full.shape[1]),
-        exponent=plain.value, ci_low=plain.low - down, ci_high=plain.high + up, ci_method=plain.method
-        + (f", widened by the route spreads (-{down:.3f}, +{up:.3f})" if down + up > 0 else ""),
+        exponent=plain.value, ci_low=plain.low - down - drift_down, ci_high=plain.high + up + drift_up,
+        ci_method=plain.method + _widened(down, up, drift_down, drift_up),
         boot_low=plain.boot_low, boot_high=plain.boot_high, law=law or NO_LAW, teacher_depth=teacher_depth,
         law_exponent=lawful.value if lawful else math.nan,
-        law_ci_low=lawful.low - down if lawful else math.nan,
-        law_ci_high=lawful.high + up if lawful else math.nan,
+        law_ci_low=lawful.low - down - drift_down if lawful else math.nan,
+        law_ci_high=lawful.high + up + drift_up if lawful else math.nan,
         offset_exponent=None if offset is None else offset[1],
         offset_floor=None if offset is None else offset[2], lengths=lengths,
         previous_exponent=verdict.previous_exponent, drift=verdict.drift, drift_low=verdict.drift_low,
@@ -282,7 +283,12 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
         asymptotic_exponent=asym["value"], asymptotic_ci_low=asym["low"], asymptotic_ci_high=asym["high"],
         asymptotic_law_exponent=asym_law["value"], asymptotic_law_ci_low=asym_law["low"],
         asymptotic_law_ci_high=asym_law["high"], asymptotic_regime=asymptotic_regime,
-        certified=certified, certified_depths=tuple(c.depth for c in certificates if c.certified),
+        exponent_certified=certified, certified_depths=exponent.agreeing_depths,
+        length_exponents=tuple(float(v) for v in np.nanmean(exponents_along_training(depths, along), axis=0)),
+        drift_per_doubling=drift.drift, drift_per_doubling_low=drift.drift_low,
+        drift_per_doubling_high=drift.drift_high, drift_ratio=drift.ratio, drift_ratio_high=drift.ratio_high,
+        drift_case=drift.case, remaining_drift=drift.remaining, remaining_drift_low=drift.low,
+        remaining_drift_high=drift.high,
         route_spread=spreads, route_spread_high=tuple(c.route_spread_high for c in certificates),
         depth_verdicts=tuple(c.text for c in certificates),
         init_spread=tuple(c.init_spread for c in certificates),
@@ -292,7 +298,7 @@ def fit_series(depths, lengths, batches: np.ndarray, *, target: str, scheme: str
         replicate_ci_high=plain.high, replicates=replicates, replicate_exponents=plain.per_replicate,
         replicate_law_exponents=lawful.per_replicate if lawful else (), certificate=certificate,
         converged=verdict.converged, verdict=verdict.text,
-        regime=classify(interval.low - down, interval.high + up, scheme, certified),
+        regime=classify(interval.low - down - drift_down, interval.high + up + drift_up, scheme, certified),
     )
 
 

@@ -1,4 +1,5 @@
-r"""The first answer of a smooth-vs-rough run: are the two readings separated?
+r"""The first answer of a smooth-vs-rough run: is the smooth teacher's exponent steeper, and by as much as the
+readings' laws say?
 
 For students of the smooth (``tied``) and the rough (``independent``) teacher with the same scheme,
 temperature and structure, the **separation** is the difference of their depth exponents,
@@ -7,15 +8,22 @@ from every depth's best loss over routes (:mod:`resflow.fitting.fits`).  It is p
 replicate :math:`r` has teacher seed :math:`r` for both teachers and one data stream, so the per-replicate
 differences are independent draws; the interval is Student's t over them (with one replicate, the two fits'
 intervals combined in quadrature: evaluation noise only, and said so), widened by both series' route errors
-(:func:`resflow.fitting.certification.route_error`: the tied exponent's room below and the independent one's
-above widen it downwards, and the other way round upwards) so that uncertified depths widen it rather than
-drop out.
+(:func:`resflow.fitting.certification.route_error`) and remaining drifts (:mod:`resflow.fitting.drift`): the
+smooth exponent's room below and the rough one's above widen it downwards, and the other way round upwards,
+so that the interval holds where training goes.
 
-The readings are **separated** when the whole interval (of the plain and, where the teachers have one, of
-the law-aware difference) lies above ``SEPARATION_MARGIN`` = 1, the smallest
-difference between their laws: the ensemble law's :math:`\alpha = 1` against the procedural law's
-coherent :math:`\alpha = 2` (Euler; :mod:`resflow.fitting.regimes`).  The exponents themselves follow,
-each labelled certified or a bound.
+Two questions, in the order a reader asks them, both decided by the plain :math:`\Delta\alpha` (the
+law-aware one rests on the finite-teacher laws' premise and is reported beside it, gating nothing):
+
+1. **steeper**: is the smooth teacher's exponent larger than the rough one's?  The interval's lower end is
+   above 0.
+2. **separated**: does the gap reach what the readings' laws predict for *this* run?  The interval's lower
+   end is above the **law gap** (:func:`resflow.fitting.regimes.law_gap`): the plain slope of the procedural
+   law (coherent, the smaller of its two) minus that of the ensemble law, both with the finite teacher's
+   factor, over the run's depths against its teacher depth -- 1.29 for depths 2-16 against
+   :math:`L_T = 32` (and for 1-8 against 16), 1 against an infinitely deep teacher.
+
+The exponents themselves follow, each labelled certified or a bound.
 """
 
 from __future__ import annotations
@@ -29,11 +37,10 @@ import numpy as np
 
 from ..labels import teacher_label
 from .fits import SeriesFit
+from .regimes import law_gap
 
-__all__ = ["Separation", "separations", "SEPARATION_MARGIN", "SMOOTH", "ROUGH"]
+__all__ = ["Separation", "separations", "SMOOTH", "ROUGH"]
 
-# the smallest gap between the readings' laws: procedural (coherent, Euler) 2 - ensemble 1
-SEPARATION_MARGIN = 1.0
 SMOOTH, ROUGH = "tied", "independent"  # the teachers whose students the separation compares
 
 
@@ -53,35 +60,70 @@ class Separation:
     separation_law_ci_high: float
     route_error_low: float  # what both series' route spreads add below the interval
     route_error_high: float  # and above it
+    drift_error_low: float  # what both series' remaining drifts add below the interval
+    drift_error_high: float  # and above it
     method: str
-    separated: bool
+    steeper: bool  # the interval's lower end is above 0: the smooth teacher's exponent is the larger
+    law_gap: float  # the gap between the readings' laws at this run's depths and teacher depth
+    separated: bool  # the interval's lower end is above law_gap
     certified: bool  # both exponents certified (otherwise the difference of two bounds, still an interval)
+
+    @property
+    def answer(self) -> str:
+        """The first question's answer, in words."""
+        if self.steeper:
+            return "smooth is steeper than rough"
+        if not math.isfinite(self.separation_ci_low):
+            return "undecided: the interval is not bounded below"
+        if self.separation_ci_high < 0:
+            return "rough is steeper than smooth"
+        return "undecided: the interval reaches below 0"
+
+    @property
+    def gap_text(self) -> str:
+        """The second question's answer, in words."""
+        if not math.isfinite(self.law_gap):
+            return "no law gap for this run (no finite-teacher law at its depths)"
+        if self.separated:
+            return f"by more than the readings' laws differ here ({self.law_gap:.2f})"
+        if self.separation_ci_high < self.law_gap:
+            return f"by less than the readings' laws differ here ({self.law_gap:.2f})"
+        return f"not yet shown to reach the readings' law gap here ({self.law_gap:.2f})"
 
     @property
     def text(self) -> str:
         what = (f"{teacher_label(SMOOTH)} − {teacher_label(ROUGH)} α = {self.separation:.2f} "
-                f"[{self.separation_ci_low:.2f}, {self.separation_ci_high:.2f}]")
+                f"[{_end(self.separation_ci_low)}, {_end(self.separation_ci_high)}]")
         if math.isfinite(self.separation_law):
-            what += (f", law α {self.separation_law:.2f} [{self.separation_law_ci_low:.2f}, "
-                     f"{self.separation_law_ci_high:.2f}]")
-        verdict = ("separated: the smooth and rough readings differ by more than the smallest gap between "
-                   f"their laws ({SEPARATION_MARGIN:g})" if self.separated else
-                   f"not separated: the interval reaches below {SEPARATION_MARGIN:g}, the smallest gap "
-                   "between the readings' laws")
-        return f"{verdict}; {what} ({self.method})"
+            what += (f"; law α {self.separation_law:.2f} [{_end(self.separation_law_ci_low)}, "
+                     f"{_end(self.separation_law_ci_high)}], reported, gating nothing")
+        return f"{self.answer}; {self.gap_text}: {what} ({self.method})"
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["target"] = "separation"
+        out["answer"] = self.answer
         out["text"] = self.text
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in out.items()}
+
+
+def _end(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else ("∞" if value > 0 else "−∞")
+
+
+def _rooms(fit: SeriesFit) -> tuple[float, float]:
+    """How far the series' exponent may still move down and up with more training."""
+    return max(0.0, -fit.remaining_drift_low), max(0.0, fit.remaining_drift_high)
 
 
 def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, float, float, str, int]:
     from scipy import stats
 
-    down = smooth.route_error_low + rough.route_error_high
-    up = smooth.route_error_high + rough.route_error_low
+    s_down, s_up = _rooms(smooth)
+    r_down, r_up = _rooms(rough)
+    route_down = smooth.route_error_low + rough.route_error_high
+    route_up = smooth.route_error_high + rough.route_error_low
+    drift_down, drift_up = s_down + r_up, s_up + r_down
     a = dict(zip(smooth.replicates, smooth.replicate_law_exponents if law else smooth.replicate_exponents,
                  strict=False))
     b = dict(zip(rough.replicates, rough.replicate_law_exponents if law else rough.replicate_exponents,
@@ -95,18 +137,24 @@ def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, floa
         half = float(stats.t.ppf(0.975, diffs.size - 1) * diffs.std(ddof=1) / math.sqrt(diffs.size))
         method = f"paired t over {diffs.size} replicates"
     else:
-        lows = ((smooth.law_ci_low, rough.law_ci_low) if law
-                else (smooth.replicate_ci_low, rough.replicate_ci_low))
-        highs = ((smooth.law_ci_high, rough.law_ci_high) if law
-                 else (smooth.replicate_ci_high, rough.replicate_ci_high))
-        if law:  # the law intervals already carry the route error: take it out before combining
-            lows = tuple(v + f.route_error_low for v, f in zip(lows, (smooth, rough), strict=True))
-            highs = tuple(v - f.route_error_high for v, f in zip(highs, (smooth, rough), strict=True))
+        fits = (smooth, rough)
+        if law:  # the law intervals carry the route error and the drift: take both out before combining
+            lows = tuple(f.law_ci_low + f.route_error_low + _rooms(f)[0] for f in fits)
+            highs = tuple(f.law_ci_high - f.route_error_high - _rooms(f)[1] for f in fits)
+        else:
+            lows = tuple(f.replicate_ci_low for f in fits)
+            highs = tuple(f.replicate_ci_high for f in fits)
         half = math.hypot(*((h - lo) / 2 for lo, h in zip(lows, highs, strict=True)))
         method = "1 replicate: the two intervals in quadrature (evaluation noise only)"
-    if down + up > 0:
-        method += f", widened by the route spreads (-{down:.3f}, +{up:.3f})"
-    return centre, centre - half - down, centre + half + up, method, int(diffs.size)
+    widened = []
+    if route_down + route_up > 0:
+        widened.append(f"the route spreads (-{route_down:.3f}, +{route_up:.3f})")
+    if drift_down + drift_up > 0:
+        widened.append(f"the remaining drifts (-{drift_down:.3f}, +{drift_up:.3f})")
+    if widened:
+        method += ", widened by " + " and ".join(widened)
+    return (centre, centre - half - route_down - drift_down, centre + half + route_up + drift_up, method,
+            int(diffs.size))
 
 
 def separations(fits: list[SeriesFit]) -> list[Separation]:
@@ -124,12 +172,16 @@ def separations(fits: list[SeriesFit]) -> list[Separation]:
         s, r = smooth[k], rough[k]
         value, low, high, method, n = _paired(s, r, law=False)
         lvalue, llow, lhigh, _, _ = _paired(s, r, law=True)
+        gap = law_gap(s.depths, s.teacher_depth, s.scheme)
+        s_down, s_up = _rooms(s)
+        r_down, r_up = _rooms(r)
         out.append(Separation(scheme=k[0], temperature=k[1], student_groups=k[2], n_replicates=n,
                               separation=value, separation_ci_low=low, separation_ci_high=high,
                               separation_law=lvalue, separation_law_ci_low=llow, separation_law_ci_high=lhigh,
                               route_error_low=s.route_error_low + r.route_error_high,
-                              route_error_high=s.route_error_high + r.route_error_low, method=method,
-                              separated=bool(low > SEPARATION_MARGIN
-                                             and (not math.isfinite(lvalue) or llow > SEPARATION_MARGIN)),
-                              certified=s.certified and r.certified))
+                              route_error_high=s.route_error_high + r.route_error_low,
+                              drift_error_low=s_down + r_up, drift_error_high=s_up + r_down, method=method,
+                              steeper=bool(low > 0), law_gap=gap,
+                              separated=bool(math.isfinite(gap) and low > gap),
+                              certified=s.exponent_certified and r.exponent_certified))
     return out

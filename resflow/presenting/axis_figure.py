@@ -1,6 +1,7 @@
 """The figure of a sweep along one key: α and law α against the key's value, per teacher.
 
-Each exponent is drawn with its interval; a certified one (verdict v3: every depth's routes agree) as a filled
+Each exponent is drawn with its interval; a certified one (verdict v4: routes agree, drift settled) as a
+filled
 marker, a bound as an open one, and the legend says which.  The caller passes the fits of each value
 (:func:`resflow.workflows.axis_report` merges and fits a sweep's cells).
 """
@@ -28,7 +29,7 @@ def plot_axis(key: str, fits_by_value: Mapping[str, Sequence]):
     for (target, scheme), colour in zip(targets, palette, strict=True):
         for ax, (name, low, high) in ((plain, ("exponent", "ci_low", "ci_high")),
                                       (law, ("law_exponent", "law_ci_low", "law_ci_high"))):
-            pts = [(x[v], getattr(f, name), getattr(f, low), getattr(f, high), f.certified)
+            pts = [(x[v], getattr(f, name), getattr(f, low), getattr(f, high), f.exponent_certified)
                    for v, fits in fits_by_value.items() for f in fits
                    if (f.target, f.scheme) == (target, scheme)]
             xs, ys, lo, hi, certified = (np.array(c) for c in zip(*pts, strict=True))

@@ -142,8 +142,9 @@ def depth_ticks(ax, depths) -> None:
 def _fit_label(fit, mentions: Mentions) -> str:
     """A series in a legend: its teacher (spelled out on first mention), its exponent, and what the
     exponent is."""
-    text = f"{mentions.series(fit)}: α = {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]"
-    return text + (", certified" if fit.certified else ", a bound")
+    high = f"{fit.ci_high:.2f}" if np.isfinite(fit.ci_high) else "∞"
+    text = f"{mentions.series(fit)}: α = {fit.exponent:.2f} [{fit.ci_low:.2f}, {high}]"
+    return text + (", certified" if fit.exponent_certified else ", a bound")
 
 
 def _series_of(ds: xr.Dataset, fit) -> xr.Dataset:
@@ -162,12 +163,11 @@ LAW_STYLES = ((":", "ensemble law α = {:g}"), ("--", "procedural law, coherent 
 
 def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
     """Final test loss vs depth (log-log), with a legend for every mark: every depth's best loss over routes
-    (replicate mean, min-max bars over replicates; a filled circle where verdict v3 certified the depth, a
-    downward triangle where it did not: a bound on the loss, which lies below), the same student at the
+    (replicate mean, min-max bars over replicates; a filled circle where the depth's routes agree, verdict v4;
+    a downward triangle where they do not: a bound on the loss, which lies below), the same student at the
     previous training length (a dash: how far it still fell), each route's own best loss (small, light), the
     least-squares lines (dashed: the exponent is a bound), the extrapolated limits (stars: an estimate), the
-    constructions built from the teacher (open diamonds on a dotted line,
-    :mod:`resflow.probing.constructions`; where the run has them), and the theory's slopes (grey)."""
+    teacher's constructions (open diamonds; :mod:`resflow.probing.constructions`), the theory (grey)."""
     from matplotlib.lines import Line2D
 
     from ..fitting.regimes import regime_predictions
@@ -205,8 +205,8 @@ def plot_loss_vs_depth(ds: xr.Dataset, fits, ax=None):
                 ax.loglog(depth, routes.sel(route=route).values, ROUTE_MARKERS.get(str(route), "x"),
                           mfc="none", color=color, ms=4, alpha=0.45, lw=0)
         if np.isfinite(fit.exponent):
-            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.certified else "--",
-                      color=color, lw=1.3, label=_fit_label(fit, mentions))
+            ax.loglog(depth, power_law(power_law_fit(depth, mean), depth), "-" if fit.exponent_certified
+                      else "--", color=color, lw=1.3, label=_fit_label(fit, mentions))
         built = full_length(series).get("construction_loss", final * np.nan).mean("replicate").values
         if np.isfinite(built).any():  # the constructions
             constructions = True

@@ -1,7 +1,7 @@
 """The Markdown tables of one toy run: first the separation of the smooth and rough readings, then the
-exponents with verdict v3 (certified or bound), the best loss of every depth over routes with its route
-spread, the losses by route and by training length, verdict v2 and the asymptotic estimates, and how the
-students' errors add along depth (:mod:`resflow.probing.tracking`).
+exponents with verdict v4 (certified or bound), the exponent along training, the best loss of every depth
+over routes with its route spread, the losses by route and by training length, verdict v2 and the
+asymptotic estimates, and how the students' errors add along depth (:mod:`resflow.probing.tracking`).
 
 What ``resflow report`` prints for an experiment without a report of its own (``docs/results.md``
 quotes these tables beside the commands that print them).
@@ -29,8 +29,16 @@ __all__ = ["run_tables", "certification_tables", "next_run_plan", "construction_
            "smoothness_table"]
 
 
+def _end(value) -> str:
+    return f"{value:.2f}" if np.isfinite(value) else ("∞" if value > 0 else "−∞")
+
+
 def _interval(value, low, high):
-    return "–" if not np.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+    return "–" if not np.isfinite(value) else f"{value:.2f} [{_end(low)}, {_end(high)}]"
+
+
+def _signed(value) -> str:
+    return f"{value:+.3f}" if np.isfinite(value) else ("+∞" if value > 0 else "−∞")
 
 
 def _percent(value) -> str:
@@ -46,17 +54,34 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
     for sep in separations(fits):
         where = "" if len({f.scheme for f in fits}) == 1 else f" ({sep.scheme})"
         lines += [f"**Separation{where}**: {sep.text}.", ""]
-    lines += ["| teacher | α [95%] | law α [95%] | standing | certified depths | route spreads add |",
-              "|---|---|---|---|---|---|"]
+    lines += ["| teacher | α [95%] | law α [95%] | standing | routes agree at | route spreads add "
+              "| still to come [95%] |",
+              "|---|---|---|---|---|---|---|"]
     mentions = Mentions()
     for f in fits:
         lines.append(f"| {name(f, mentions)} | {_interval(f.exponent, f.ci_low, f.ci_high)} | "
                      f"{_interval(f.law_exponent, f.law_ci_low, f.law_ci_high)} | {f.standing} | "
                      f"{', '.join(map(str, f.certified_depths)) or 'none'} | "
-                     f"−{f.route_error_low:.3f}, +{f.route_error_high:.3f} |")
+                     f"−{f.route_error_low:.3f}, +{f.route_error_high:.3f} | "
+                     f"{_signed(f.remaining_drift)} [{_signed(f.remaining_drift_low)}, "
+                     f"{_signed(f.remaining_drift_high)}] |")
+    lengths = list(fits[0].lengths) if fits else []
+    if len(lengths) >= 2 and any(f.length_exponents for f in fits):
+        lines += ["", "The exponent along training (replicate mean; each depth's best start at that length), "
+                  "its last drift per doubling and the decay ratio of the drift (verdict v4):", "",
+                  "| teacher | " + " | ".join(f"α at {v:g}" for v in lengths)
+                  + " | drift per doubling [95%] | ratio (bound) | case |",
+                  "|---|" + "---|" * (len(lengths) + 3)]
+        mentions = Mentions()
+        for f in fits:
+            cells = " | ".join("–" if not np.isfinite(v) else f"{v:.3f}" for v in f.length_exponents)
+            lines.append(f"| {name(f, mentions)} | {cells} | "
+                         f"{_signed(f.drift_per_doubling)} [{_signed(f.drift_per_doubling_low)}, "
+                         f"{_signed(f.drift_per_doubling_high)}] | {f.drift_ratio:.2f} "
+                         f"({f.drift_ratio_high:.2f}) | {f.drift_case} |")
     depths = list(fits[0].depths) if fits else []
-    lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: not certified, a bound on "
-              "the loss the architecture can reach):", "",
+    lines += ["", "Best loss per depth over routes and inits (replicate mean; ≤: the routes do not agree, "
+              "a bound on the loss the architecture can reach):", "",
               "| teacher | " + " | ".join(f"ℓ = {d}" for d in depths) + " |",
               "|---|" + "---|" * len(depths)]
     mentions = Mentions()
@@ -80,10 +105,9 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
                 values = one.sel(route=route).values
                 cells = " | ".join("–" if not np.isfinite(v) else f"{v:.3e}" for v in values)
                 lines.append(f"| {name(f, mentions)} | {route} | {cells} |")
-    lines += ["", "Verdict v3 per depth: route spread (worst route's best / best − 1, largest over "
-              "replicates, and its upper 95% end), spread over inits and over teachers (sd of log loss), and "
-              "why the depth is or is not certified (routes agree within 5%, every student's tail test "
-              "passes):", "",
+    lines += ["", "Verdict v4 per depth: route spread (worst route's best / best − 1, largest over "
+              "replicates, and the upper 95% end of its mean over replicates), spread over inits and over "
+              "teachers (sd of log loss), and whether the routes' best students agree within 5%:", "",
               "| teacher | ℓ | route spread [upper] | init spread | teacher spread | init / teacher "
               "| verdict |",
               "|---|---|---|---|---|---|---|"]
@@ -99,7 +123,7 @@ def certification_tables(ds: xr.Dataset, fits: list[SeriesFit], name) -> list[st
                          f"{'–' if not np.isfinite(ratio) else f'{ratio:.2f}'} | {verdict} |")
     plan = next_run_plan(ds, fits)
     if plan is not None:
-        lines += ["", f"**Next run** (verdict v3's budget): {plan.text}."]
+        lines += ["", f"**Next run** (verdict v4's budget): {plan.text}."]
     return lines
 
 

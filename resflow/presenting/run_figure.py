@@ -1,9 +1,10 @@
 """The standard figure of a toy run (``figure.png`` of ``resflow run``): a headline, then four panels.
 
-The **headline** says the answer in words and numbers -- the separation of the smooth and rough readings
-(:mod:`resflow.fitting.separation`: smooth minus rough exponent with its 95% interval, separated or not) and
-each exponent labelled an estimate (verdict v3 certified every depth) or a bound
-(:mod:`resflow.fitting.certification`) -- beside a chart of the same intervals against the theory's exponents.
+The **headline** says the answer in words and numbers -- first whether the smooth teacher's exponent is
+steeper than the rough one's, then whether the gap reaches the readings' law gap at this run's depths
+(:mod:`resflow.fitting.separation`: smooth minus rough exponent with its 95% interval) -- and each exponent
+labelled certified (verdict v4: its routes agree and it has stopped moving) or a bound
+(:mod:`resflow.fitting.certification`), beside a chart of the same intervals against the theory's exponents.
 Below it, in a 2 × 2 grid: loss vs depth (every mark in a legend), training curves, the update angles and the
 layer-skipping profile of the trained students (:mod:`resflow.presenting.plots`).  Teachers are named by
 :mod:`resflow.labels` ("smooth (tied)", then "smooth").
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..fitting.separation import ROUGH, SEPARATION_MARGIN, SMOOTH, Separation, separations
+from ..fitting.separation import ROUGH, SMOOTH, Separation, separations
 from ..labels import Mentions, series_label, teacher_label
 from ..records import checked_run
 from .plots import (
@@ -43,18 +44,27 @@ FIGURE_SIZE = (12.0, 8.4)
 HEADLINE_HEIGHT = 3.1
 
 
+def _end(value: float) -> str:
+    return f"{value:.2f}" if math.isfinite(value) else ("∞" if value > 0 else "−∞")
+
+
 def _interval(value: float, low: float, high: float) -> str:
-    return "–" if not math.isfinite(value) else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+    return "–" if not math.isfinite(value) else f"{value:.2f} [{_end(low)}, {_end(high)}]"
 
 
 def standing_text(fit) -> str:
-    """What a fitted exponent is, in words: an estimate where verdict v3 certified every depth, a bound
-    otherwise (with how many depths were certified)."""
-    if fit.certified:
-        return "an estimate (every depth certified)"
-    certified = len(fit.certified_depths)
-    return "a bound (no depth certified)" if certified == 0 else \
-        f"a bound ({certified} of {len(fit.depths)} depths certified)"
+    """What a fitted exponent is, in words (verdict v4): certified, or a bound and why -- which depths' routes
+    disagree, and how much of the exponent may still be to come."""
+    bound = max(abs(fit.remaining_drift_low), abs(fit.remaining_drift_high))
+    still = ("no bound on what is still to come" if not math.isfinite(bound)
+             else f"up to {bound:.2f} still to come")
+    if fit.exponent_certified:
+        return f"certified (routes agree at every depth; {still})"
+    agree = len(fit.certified_depths)
+    routes = ("routes agree at every depth" if agree == len(fit.depths) else
+              "routes agree at no depth" if agree == 0 else
+              f"routes agree at {agree} of {len(fit.depths)} depths")
+    return f"a bound ({routes}; {still}, drift {fit.drift_per_doubling:+.3f} per doubling)"
 
 
 def _where(sep: Separation) -> str:
@@ -73,21 +83,19 @@ def headline(fits) -> tuple[str, list[str], str]:
     smooth, rough = teacher_label(SMOOTH, first=False), teacher_label(ROUGH, first=False)
     lines = []
     if seps:
-        n_separated = sum(s.separated for s in seps)
-        verdict = "separated" if n_separated == len(seps) else "not separated" if n_separated == 0 else \
-            f"separated in {n_separated} of {len(seps)}"
+        n_steeper = sum(s.steeper for s in seps)
+        verdict = (f"{smooth} is steeper" if n_steeper == len(seps) else "undecided" if n_steeper == 0 else
+                   f"{smooth} is steeper in {n_steeper} of {len(seps)}")
         title = f"{smooth.capitalize()} vs {rough} teacher: {verdict}"
-        colour = SEPARATED if n_separated == len(seps) else NOT_SEPARATED if n_separated == 0 else MIXED
+        colour = SEPARATED if n_steeper == len(seps) else NOT_SEPARATED if n_steeper == 0 else MIXED
         for sep in seps:
             lines.append(f"α({smooth}) − α({rough}){_where(sep)} = "
                          f"{_interval(sep.separation, sep.separation_ci_low, sep.separation_ci_high)} (95%)")
+            lines.append(f"{sep.answer} (the interval {'lies above' if sep.steeper else 'reaches below'} 0); "
+                         f"{sep.gap_text}")
             law_aware = _interval(sep.separation_law, sep.separation_law_ci_low, sep.separation_law_ci_high)
-            lines.append("law-aware (finite-teacher factor divided out): "
-                         f"{law_aware}")
-            lines.append(("separated: both intervals lie above " if sep.separated else
-                          "not separated: an interval reaches below ")
-                         + f"{SEPARATION_MARGIN:g}, the smallest gap between the laws "
-                           "(ensemble\u00a0α\u00a0=\u00a01, procedural\u00a0α\u00a0≥\u00a02)")
+            lines.append(f"law-aware (finite-teacher factor divided out): {law_aware}, reported, "
+                         "gating nothing")
         lines.append(f"{seps[0].method}")
     else:
         title, colour = "Depth exponents", "0.15"
@@ -151,24 +159,29 @@ def plot_headline(fits, text_ax, chart_ax=None, *, note: str = "") -> None:
     rows = []  # (label, value, low, high, colour, marker, filled)
     smooth, rough = teacher_label(SMOOTH, first=False), teacher_label(ROUGH, first=False)
     for sep in seps:
-        c = SEPARATED if sep.separated else NOT_SEPARATED
+        c = SEPARATED if sep.steeper else NOT_SEPARATED
         rows.append((f"Δα = {smooth} − {rough}{_where(sep)}", sep.separation, sep.separation_ci_low,
                      sep.separation_ci_high, c, "D", sep.certified))
         rows.append(("law-aware Δα", sep.separation_law, sep.separation_law_ci_low,
                      sep.separation_law_ci_high, c, "s", sep.certified))
     for color, fit in zip(colors("tab10", len(fits)), fits, strict=True):
         rows.append((f"α, {series_label(fit, first=False)}", fit.exponent, fit.ci_low, fit.ci_high,
-                     color, "o", fit.certified))
-        rows.append(("law α", fit.law_exponent, fit.law_ci_low, fit.law_ci_high, color, "s", fit.certified))
+                     color, "o", fit.exponent_certified))
+        rows.append(("law α", fit.law_exponent, fit.law_ci_low, fit.law_ci_high, color, "s",
+                     fit.exponent_certified))
     rows = [r for r in rows if math.isfinite(r[1])]
+    left = min([r[2] for r in rows if math.isfinite(r[2])] + [0.0]) - 0.1
+    right = max([r[3] for r in rows if math.isfinite(r[3])] + [3.5]) + 0.3
     for y, (_, value, low, high, color, marker, filled) in enumerate(rows):
+        low, high = max(low, left), min(high, right)  # an unbounded end runs to the chart's edge
         chart_ax.errorbar(value, y, xerr=[[max(value - low, 0.0)], [max(high - value, 0.0)]],
                           fmt=marker, color=color, mfc=color if filled else "white", ms=6, capsize=3, lw=1.4)
-    if seps:  # the Δα rows: separated where the whole interval lies right of the margin
+    gaps = [s.law_gap for s in seps if math.isfinite(s.law_gap)]
+    if seps:  # the Δα rows: steeper right of 0, past the readings' law gap beyond it
         top = 2 * len(seps) - 0.5
-        chart_ax.fill_betweenx([-0.5, top], SEPARATION_MARGIN,
-                               max([r[3] for r in rows if math.isfinite(r[3])] + [3.5]) + 0.5,
-                               color=SEPARATED, alpha=0.08, lw=0)
+        chart_ax.fill_betweenx([-0.5, top], 0.0, right, color=SEPARATED, alpha=0.06, lw=0)
+        if gaps:
+            chart_ax.fill_betweenx([-0.5, top], min(gaps), right, color=SEPARATED, alpha=0.08, lw=0)
         chart_ax.axhline(top, color="0.7", lw=0.8)
     pred = regime_predictions(fits[0].scheme if fits else "euler")
     key = []
@@ -180,12 +193,13 @@ def plot_headline(fits, text_ax, chart_ax=None, *, note: str = "") -> None:
     key += [Line2D([], [], marker="o", color="0.3", lw=0, label="certified (an estimate)"),
             Line2D([], [], marker="o", color="0.3", mfc="white", lw=0, label="a bound")]
     if seps:
-        key.append(Line2D([], [], color=SEPARATED, alpha=0.25, lw=6,
-                          label=f"Δα > {SEPARATION_MARGIN:g}: separated"))
+        key.append(Line2D([], [], color=SEPARATED, alpha=0.15, lw=6, label="Δα > 0: smooth is steeper"))
+        if gaps:
+            key.append(Line2D([], [], color=SEPARATED, alpha=0.3, lw=6,
+                              label=f"Δα > {min(gaps):.2f}: the readings' law gap here"))
     chart_ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=8)
     chart_ax.set_ylim(len(rows) - 0.5, -0.5)
-    chart_ax.set_xlim(min([r[2] for r in rows if math.isfinite(r[2])] + [0.0]) - 0.1,
-                      max([r[3] for r in rows if math.isfinite(r[3])] + [3.5]) + 0.3)
+    chart_ax.set_xlim(left, right)
     chart_ax.set(xlabel="depth exponent (loss ∝ ℓ^-α), 95% intervals",
                  title="exponents and their difference")
     chart_ax.legend(handles=key, fontsize=7.5, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)

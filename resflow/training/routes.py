@@ -1,6 +1,6 @@
 r"""Training by several routes: students that start from a draw, and students continued from the run's own.
 
-Verdict v3 certifies a depth when independent routes reach the same loss there
+Verdict v4 counts a depth's routes as agreeing when their best students reach the same loss there
 (``docs/design/certification.md``).  The routes (:data:`~resflow.training.block.ROUTES`) are a student's
 :attr:`~resflow.training.block.StudentSpec.route`: ``scratch`` and ``smooth`` start from a draw of their own
 (:func:`~resflow.training.block.init_student`), ``continuation`` from the trained ``scratch`` student of half

@@ -3,7 +3,7 @@
 ``resflow report STORE --axis KEY`` calls :func:`axis_report`.  The cells of a sweep (``resflow sweep``, one
 ``toy-run`` record per grid point and replicate) are grouped by the value of ``KEY``; each value's replicates
 are merged (:func:`resflow.records.merge_runs`) and fitted as one run.  Two tables: per value and teacher, α
-and law α with their intervals, as verdict v3 stands them (a bound unless every depth is certified), and the
+and law α with their intervals, as verdict v4 stands them (a bound unless the exponent is certified), and the
 separation of the two teachers; per teacher and depth, the replicate-mean best loss at each value and the
 slope :math:`-\\Delta\\log\\mathcal L/\\Delta\\log v` between neighbouring values ``v`` (for the width: how
 much of the loss the width buys, beside how much the depth does).  Axes with a prediction of their own
@@ -133,7 +133,7 @@ def axis_report(store: Path | str, key: str, *, sweep: str | None = None, width:
                 cells_.append(_factor_shift(f))
             between = (_interval(gap.separation, gap.separation_ci_low, gap.separation_ci_high) if gap
                        else "")
-            cells_ += ["certified" if f.certified else "bound", between]
+            cells_ += ["certified" if f.exponent_certified else "bound", between]
             lines.append("| " + " | ".join(cells_) + " |")
     lines += ["", _loss_table(key, values, fits_by_value)]
     if key in READINGS:
