@@ -7,6 +7,7 @@ module          commands
 ``simulate``    ``run``, ``fit``, ``report``, ``demo`` (:mod:`resflow.workflows`),
                 ``bench`` (:func:`resflow.training.run_bench`)
 ``sweeps``      ``sweep`` (:func:`resflow.workflows.run_sweep`; an axis preset sweeps its own grid)
+``optima``      ``optimum`` (:func:`resflow.workflows.reach_optima`: a run's optima by L-BFGS)
 ``models``      ``llm-fit``, ``probe``, ``compare``
 ``listing``     ``tableaux``, ``theory``
 ``stores``      ``store check``, ``store gc`` (:class:`resflow.store.Store`)
@@ -30,7 +31,7 @@ LOADING_INTERRUPTED = "interrupted while the command line loaded; nothing was do
 
 try:  # light: the commands import torch, scipy and xarray inside their functions, when they run
     # registers the commands, in this order
-    from . import simulate, sweeps, models, listing, stores  # noqa: F401, I001
+    from . import simulate, sweeps, optima, models, listing, stores  # noqa: F401, I001
     from .app import app
 except KeyboardInterrupt:  # Ctrl-C while the command line loads: one line and exit 130, never a traceback
     if hasattr(sys, "ps1"):  # an interactive session: an interrupted import is the user's to see

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..errors import UnknownNameError
 
 __all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT",
-           "PROBE", "BENCH", "INTERVENTION", "LM_LADDER"]
+           "PROBE", "BENCH", "INTERVENTION", "LM_LADDER", "OPTIMUM"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,13 @@ LM_LADDER = RecordKind("lm-ladder",
                        ("val_loss", "val_loss_curve", "lesion", "swap", "update_angle",
                         "early_stop_fraction"))
 
+OPTIMUM = RecordKind("optimum", "every depth's optimum of a toy run reached by full-batch L-BFGS in float64 "
+                     "(the ground truth of its certificate)", "resflow.workflows.optimum.reach_optima",
+                     ("test_loss", "train_loss", "start_loss", "dim target", "dim depth", "dim replicate",
+                      "dim start"))
+
 RECORD_KINDS: dict[str, RecordKind] = {k.name: k for k in (TOY_RUN, FIT, THEORY, LLM_DATA, LLM_FIT, PROBE,
-                                                            BENCH, INTERVENTION, LM_LADDER)}
+                                                            BENCH, INTERVENTION, LM_LADDER, OPTIMUM)}
 
 
 def record_kind(name: str) -> RecordKind:

@@ -24,6 +24,8 @@ module              what it holds
 ``continuation``    depth-doubling continuation: a deep student from a trained one of half its depth
 ``routes``          :func:`train_routes`: students of several routes (scratch, smooth, continuation)
                     in two runs
+``optimum``         :func:`reach_optimum`: a student's optimum by float64 full-batch L-BFGS (verdict v4's
+                    ground truth)
 ``reference_loop``  :func:`train_reference`: the plain per-student loop, kept as a reference
 ``results``         :class:`TrainingResult` (a run per student; ``resflow.records`` labels it)
 ``bench``           ``resflow bench``: the machine's sgemm rate, the engine and the loop
@@ -51,6 +53,7 @@ from .continuation import split_layers, train_by_doubling
 from .driver import train
 from .engine import Trainer
 from .hierarchy import HierarchyConfig, RandomHierarchyModel
+from .optimum import Optimum, OptimumSettings, reach_optimum
 from .reference_loop import train_reference
 from .results import TrainingResult, concatenate_results
 from .routes import continuation_parent, train_routes
@@ -65,5 +68,5 @@ __all__ = [
     "Trainer", "TrainState", "train", "train_reference", "TrainingResult", "BenchRow", "run_bench",
     "PrecisionCheck", "precision_check", "HierarchyConfig", "RandomHierarchyModel",
     "shared_schedule", "split_layers", "train_by_doubling", "ROUTES", "train_routes", "continuation_parent",
-    "concatenate_results",
+    "concatenate_results", "Optimum", "OptimumSettings", "reach_optimum",
 ]

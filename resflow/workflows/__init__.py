@@ -14,6 +14,7 @@ module          function                         command
 ``sweep``       :func:`run_sweep`                ``resflow sweep`` (a grid of cells on dask.distributed)
 ``bench``       :func:`bench_engine`             ``resflow bench`` (a ``bench`` record)
 ``report``      :func:`report_run`               ``resflow report`` (Markdown tables of a run)
+``optimum``     :func:`reach_optima`             ``resflow optimum`` (a finished run's optima by L-BFGS)
 ``axis``        :func:`axis_report`              ``resflow report STORE --axis KEY`` (a sweep along a key)
 ``figures``     :func:`draw_run_figure`          a run's figure redrawn from its record (docs/results.md)
 ``intervene``   :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
@@ -43,6 +44,7 @@ from .intervene import InterventionRun, intervene_models, intervene_teacher
 from .ladder import LadderRun, ladder_depth_use_of, run_ladder
 from .llm import LLMFitResult, fit_llm_table
 from .measures import MEASURES, Measure, TrainedStudent, TrainedStudents, chosen_measures, register_measure
+from .optimum import OptimaRun, OptimumExponent, reach_optima
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run, unfinished_note
 from .resume import resume_config
@@ -61,5 +63,5 @@ __all__ = [
     "ladder_depth_use_of", "StoreCheck",
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",
-    "chosen_measures",
+    "chosen_measures", "OptimaRun", "OptimumExponent", "reach_optima",
 ]
