@@ -7,7 +7,7 @@ that only moves code gives the same floats.  ``tests/data/pinned-losses.json`` h
 
     RESFLOW_THREADS=1 python tests/test_pinned.py --write
 
-and names the torch version, machine and CPU they were written on; elsewhere the comparison is relative, with
+and names the torch version, machine and CPU (model name, family, model, stepping) they were written on; elsewhere the comparison is relative, with
 each run's tolerance measured between two CPUs (``CROSS_MACHINE_RTOL``: another CPU's kernels sum in another
 order, and SOAP amplifies it).  Two of the runs also pin every variable of the record
 built from them (the measures after training: tracking, interventions, early exit, signatures) by a digest
@@ -99,15 +99,24 @@ def record_digests(name: str) -> dict[str, str]:
 
 
 def _cpu() -> str:
-    """The CPU's model name: two x86_64 CPUs with the same vector instructions still differ bit for bit (the
-    pins of an Intel Xeon and the runs of an AMD EPYC, both AVX-512, differ from the first evaluations on)."""
+    """The CPU: its model name and, on Linux, its family, model and stepping.  Two x86_64 CPUs with the same
+    vector instructions still differ bit for bit (the pins of an Intel Xeon and the runs of an AMD EPYC, both
+    AVX-512, differ from the first evaluations on), and so do two CPUs of one model name (two "AMD EPYC"s:
+    KL students 0.7% apart, class students 1e-7)."""
+    fields = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "cpu family", "model", "stepping") and key not in fields:
+                fields[key] = value.strip()
+            if not line.strip() and fields:
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    ident = [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields]
+    return f"{name} ({', '.join(ident)})" if ident else name
 
 
 def _same_machine(pins: dict) -> bool:
