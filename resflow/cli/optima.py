@@ -49,7 +49,7 @@ def optimum(
             inside = f is not None and f.ci_low <= e.exponent <= f.ci_high
             rows.append({"target": e.target, "optimum_exponent": e.exponent, "optimum_ci_low": e.ci_low,
                          "optimum_ci_high": e.ci_high, "optima": e.optima, "start_spread": e.start_spread,
-                         "settled": e.settled, "starts": e.starts,
+                         "settled": e.settled, "starts": e.starts, "improved": e.improved,
                          "run_exponent": None if f is None else f.exponent,
                          "run_ci_low": None if f is None else f.ci_low,
                          "run_ci_high": None if f is None else f.ci_high,
@@ -66,7 +66,8 @@ def optimum(
                    f"{r['run_exponent']:.2f} [{r['run_ci_low']:.2f}, {r['run_ci_high']:.2f}] "
                    f"({'certified' if r['run_certified'] else 'a bound'})")
             optima = (f"{r['optimum_exponent']:.3f} [{r['optimum_ci_low']:.3f}, {r['optimum_ci_high']:.3f}]"
-                      f" ({r['settled']} of {r['starts']} starts settled; largest start spread "
+                      f" ({r['improved']} of {r['starts']} starts lowered by L-BFGS, {r['settled']} settled; "
+                      f"largest start spread "
                       f"{max(r['start_spread']):.1%})")
             verdict = "contains it" if r["inside"] else "does NOT contain it"
             console.print(f"  {r['target']}: optima α = {optima}; the run's α {run}: {verdict}",
