@@ -31,7 +31,7 @@ PAPER_TRAIN = TrainConfig(
     final_lr_fraction=0.1, eval_every=2000, eval_batches=8, eval_batch_size=8192, checkpoint_every=2000,
 )
 
-# Verdict v3 (docs/design/certification.md): every depth trained by two routes -- from scratch, and continued
+# Verdict v4 (docs/design/certification.md): every depth trained by two routes -- from scratch, and continued
 # from the run's own scratch students of half the depth -- with two initialisations each, and at five training
 # lengths (1/16 .. 1, forked where their schedules coincide), so each student's tail test has residual degrees
 # of freedom.
@@ -50,18 +50,25 @@ PRESETS = {
     "quick": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=8, teacher_depth=16,
                               depths=(1, 2, 4, 8), replicates=8, routes=ROUTES, inits=1, lengths=LENGTHS,
                               train=QUICK_TRAIN),
+    # the ground truth of verdict v4 (docs/results.md): the quick look's size, where each depth's optimum
+    # can be reached by full-batch L-BFGS (resflow optimum); 3 replicates x 2 routes x 2 inits (depth 1:
+    # its inits), the classroom recipe; the longer budgets by --set train.steps=12000, 48000
+    "ground-truth": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=8,
+                                     teacher_depth=16, depths=(1, 2, 4, 8), replicates=3, routes=ROUTES,
+                                     inits=INITS, lengths=LENGTHS, train=QUICK_TRAIN),
     # the main job: 3 replicates x 2 routes x 2 inits x 5 lengths in about 12 minutes on 2 idle cores; the
     # cost of each route per depth is in docs/benchmarks.md (benchmarks/route_cost.py), so the run is 3k steps
     "cpu": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16, teacher_depth=32,
                             depths=(2, 4, 8, 16), replicates=3, routes=ROUTES, inits=INITS, lengths=LENGTHS,
                             train=dataclasses.replace(CPU_TRAIN, steps=3_000, eval_every=1000, eval_batches=8,
                                                       checkpoint_every=1500)),
-    # the same routes and inits for about an hour: one replicate (teacher seed 0), 48k steps, 16 evaluation
-    # batches (the falls along training measured finely); what it certifies: docs/results.md
+    # the same routes and inits at 24k steps (75 min on one thread): one replicate (teacher seed 0), 16
+    # evaluation batches (the drift along training measured finely); what verdict v4 certifies:
+    # docs/results.md (48k steps: --set train.steps=48000, about twice as long)
     "cpu-certified": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=16,
                                       teacher_depth=32, depths=(2, 4, 8, 16), replicates=1, routes=ROUTES,
                                       inits=INITS, lengths=LENGTHS,
-                                      train=dataclasses.replace(CPU_TRAIN, steps=48_000, eval_every=4000,
+                                      train=dataclasses.replace(CPU_TRAIN, steps=24_000, eval_every=4000,
                                                                 eval_batches=16, checkpoint_every=4000)),
     # verdict v2's long run (one route, one init): 320k steps for depths 2 and 4, 80k for 8 and 16; one
     # replicate (teacher seed 0) and 16 evaluation batches (docs/results.md, its history)
@@ -71,7 +78,7 @@ PRESETS = {
                                       train=dataclasses.replace(CPU_TRAIN, steps=320_000, eval_every=10_000,
                                                                 eval_batches=16, checkpoint_every=10_000)),
     # the study's toy model: d = 32 (hidden 4d), teachers of depth 128 with W2 / sqrt(128), students of
-    # depths 6-48; three replicates; the routes and inits of verdict v3 (every depth but 6 has its half)
+    # depths 6-48; three replicates; the routes and inits of verdict v4 (every depth but 6 has its half)
     "paper": ExperimentConfig("smooth-vs-rough", targets=("independent", "tied"), width=32, teacher_depth=128,
                               depths=(6, 12, 16, 24, 32, 48), replicates=3, routes=ROUTES, inits=INITS,
                               lengths=LENGTHS, train=PAPER_TRAIN),
@@ -108,14 +115,18 @@ EXPERIMENT = Experiment(
                     "the separation first",
            "cpu": "2-core CPU, about 12 minutes: the separation of the readings, two routes x two inits "
                   "per depth",
-           "cpu-certified": "the cpu routes for about an hour, one replicate: what verdict v3 certifies "
-                            "at 48k steps",
+           "ground-truth": "the quick look's size with 3 replicates x 2 routes x 2 inits: ordinary training "
+                           "beside the optima L-BFGS reaches (resflow optimum)",
+           "cpu-certified": "the cpu routes at 24k steps, one replicate (75 min on one thread): what "
+                            "verdict v4 certifies there",
            "cpu-converged": "verdict v2's long run: one route, one replicate (about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
     costs={"quick": "1 min 37 s and 1 min 41 s for `resflow run smooth-vs-rough --preset quick` on 2 cores "
                     "(README)",
            "cpu": "11 min 48 s for `make demo` from a fresh clone on 2 idle cores (docs/results.md)",
-           "cpu-certified": "65 min of training on one thread, resumed once (docs/results.md)",
+           "ground-truth": "2 min 40 s of training at 3k steps, 11 min 9 s at 12k, 37 min 16 s at 48k, "
+                           "beside other runs on 2 cores (docs/results.md)",
+           "cpu-certified": "75 min on one thread beside other runs on the other core (docs/results.md)",
            "cpu-converged": "54 min on one thread of a shared machine (docs/results.md)"},
     seconds={"quick": 99, "cpu": 708},
 )

@@ -11,9 +11,11 @@ from resflow.experiments import Experiment
 from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
+    # the main job's routes, inits and lengths at 5k steps on depths 2-8, sized to about 45 minutes on 2
+    # cores by the main job's cost (an estimate, not yet run; KL's head adds to it)
     "cpu": dataclasses.replace(
         BASE["cpu"], experiment="temperature", replicates=2, depths=(2, 4, 8),
-        train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=8000,
+        train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=5000,
                                   temperatures=(0.03, 0.1, 0.3, 1.0)),
     ),
     # the same with the teacher's own head at the teacher's temperature (the study's fixed-head runs): the

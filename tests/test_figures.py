@@ -12,6 +12,7 @@ import pytest
 
 from resflow import ConfigError
 from resflow.analysis import Mentions, headline, plot_experiment, separations, series_label, teacher_label
+from resflow.presenting.run_figure import standing_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["train.steps=60", "train.eval_every=20", "train.eval_batches=2", "train.eval_batch_size=128",
@@ -70,14 +71,14 @@ def test_the_run_figure_states_the_separation_from_the_fits(tiny_run):
     (sep,) = separations(list(result.fits))
     fig = plot_experiment(result.dataset, result.fits)
     texts = _texts(fig)
-    verdict = "Smooth vs rough teacher: " + ("separated" if sep.separated else "not separated")
+    verdict = "Smooth vs rough teacher: " + ("smooth is steeper" if sep.steeper else "undecided")
     assert verdict in texts  # the headline's title
     numbers = f"{sep.separation:.2f} [{sep.separation_ci_low:.2f}, {sep.separation_ci_high:.2f}]"
     assert any(t.startswith("α(smooth) − α(rough) = ") and numbers in t for t in texts)
     assert any(f"{sep.separation_law:.2f} [{sep.separation_law_ci_low:.2f}" in t for t in texts)
     for fit in result.fits:  # both exponents, each labelled a bound or an estimate
         assert any(f"α = {fit.exponent:.2f} [{fit.ci_low:.2f}, {fit.ci_high:.2f}]" in t for t in texts)
-    standing = [t.strip() for t in texts if t.strip().startswith(("a bound (", "an estimate ("))]
+    standing = [t.strip() for t in texts if t.strip().startswith(("a bound (routes", "certified (routes"))]
     assert len(standing) == len(result.fits)
     assert not any("$" in t for t in texts)  # no raw LaTeX
 
@@ -103,15 +104,17 @@ def test_the_run_figure_has_legends_not_coded_titles(tiny_run):
     assert width <= DOCS_WIDTH and height < 1.25 * DOCS_WIDTH  # a two-teacher run: a grid, not a strip
 
 
-def test_the_headline_calls_certified_exponents_estimates_and_says_not_separated():
+def test_the_headline_answers_steeper_first_and_calls_certified_exponents_certified():
     from resflow.analysis import fit_dataset
     from test_fitting import certifiable, dataset, power
 
     fits = fit_dataset(dataset(certifiable({"independent": power(1.0), "tied": power(1.5)}), ["independent", "tied"]))
     title, lines, _ = headline(fits)
-    assert title == "Smooth vs rough teacher: not separated"
-    assert any(line.startswith("not separated: an interval reaches below 1") for line in lines)
-    assert [line.strip() for line in lines if line.startswith(" ")] == ["an estimate (every depth certified)"] * 2
+    (sep,) = separations(fits)
+    assert title == "Smooth vs rough teacher: " + ("smooth is steeper" if sep.steeper else "undecided")
+    assert any(line.startswith(sep.answer) for line in lines) and any(sep.gap_text in line for line in lines)
+    standing = [line.strip() for line in lines if line.startswith(" ")]
+    assert standing == [standing_text(f) for f in fits] and len(standing) == 2
     title, lines, _ = headline([f for f in fits if f.target == "tied"])
     assert title == "Depth exponents" and "no smooth–rough pair" in lines[0]
 
@@ -187,7 +190,9 @@ def test_results_page_shows_figures_of_the_records_its_sections_cite():
             assert len(alt) > 40, f"{link}: say what the figure shows in its alt text"
             shown += 1
     assert shown >= 3
-    smooth_vs_rough = next(s for s in sections if s.startswith("smooth-vs-rough: what is decided"))
+    assert sections[1].startswith("The depth exponents across training budgets"), "the first screen: exponents"
+    smooth_vs_rough = next(s for s in sections if s.startswith("smooth-vs-rough: the main job's figure"))
     first = smooth_vs_rough.split("\n\n")
     assert FIGURE.search(first[1]), "the section's figure comes first, before its tables"
-    assert all(FIGURE.search(s.split("|")[0]) for s in sections[1:3])  # both smooth-vs-rough sections open with one
+    figured = [s for s in sections if s.startswith("smooth-vs-rough")]
+    assert len(figured) == 2 and all(FIGURE.search(s.split("|")[0]) for s in figured)  # both open with one

@@ -14,7 +14,7 @@ __all__ = ["EXPERIMENT_ENTRY_POINTS", "PRESETS", "OVERVIEW", "experiment_names",
 
 EXPERIMENT_ENTRY_POINTS = "resflow.experiments"  # the group the registry discovers experiments from
 PRESETS = ("cpu", "cpu-certified", "cpu-converged", "cpu-long", "cpu-plays", "cpu-shared-head", "cpu-smooth",
-           "gpu", "gpu-plays", "gpu-wide", "long", "paper", "quick", "tiny")
+           "gpu", "gpu-plays", "gpu-wide", "ground-truth", "long", "paper", "quick", "tiny")
 
 
 def experiment_names() -> list[str]:
