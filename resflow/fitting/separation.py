@@ -116,14 +116,19 @@ def _rooms(fit: SeriesFit) -> tuple[float, float]:
     return max(0.0, -fit.remaining_drift_low), max(0.0, fit.remaining_drift_high)
 
 
+def _widening(smooth: SeriesFit, rough: SeriesFit) -> tuple[float, float, float, float]:
+    """What the difference smooth - rough may be off by, ``(route_down, route_up, drift_down, drift_up)``:
+    the smooth exponent's room below and the rough one's above widen it downwards, and the other way up."""
+    s_down, s_up = _rooms(smooth)
+    r_down, r_up = _rooms(rough)
+    return (smooth.route_error_low + rough.route_error_high, smooth.route_error_high + rough.route_error_low,
+            s_down + r_up, s_up + r_down)
+
+
 def _paired(smooth: SeriesFit, rough: SeriesFit, law: bool) -> tuple[float, float, float, str, int]:
     from scipy import stats
 
-    s_down, s_up = _rooms(smooth)
-    r_down, r_up = _rooms(rough)
-    route_down = smooth.route_error_low + rough.route_error_high
-    route_up = smooth.route_error_high + rough.route_error_low
-    drift_down, drift_up = s_down + r_up, s_up + r_down
+    route_down, route_up, drift_down, drift_up = _widening(smooth, rough)
     a = dict(zip(smooth.replicates, smooth.replicate_law_exponents if law else smooth.replicate_exponents,
                  strict=False))
     b = dict(zip(rough.replicates, rough.replicate_law_exponents if law else rough.replicate_exponents,
@@ -173,14 +178,12 @@ def separations(fits: list[SeriesFit]) -> list[Separation]:
         value, low, high, method, n = _paired(s, r, law=False)
         lvalue, llow, lhigh, _, _ = _paired(s, r, law=True)
         gap = law_gap(s.depths, s.teacher_depth, s.scheme)
-        s_down, s_up = _rooms(s)
-        r_down, r_up = _rooms(r)
+        route_down, route_up, drift_down, drift_up = _widening(s, r)
         out.append(Separation(scheme=k[0], temperature=k[1], student_groups=k[2], n_replicates=n,
                               separation=value, separation_ci_low=low, separation_ci_high=high,
                               separation_law=lvalue, separation_law_ci_low=llow, separation_law_ci_high=lhigh,
-                              route_error_low=s.route_error_low + r.route_error_high,
-                              route_error_high=s.route_error_high + r.route_error_low,
-                              drift_error_low=s_down + r_up, drift_error_high=s_up + r_down, method=method,
+                              route_error_low=route_down, route_error_high=route_up,
+                              drift_error_low=drift_down, drift_error_high=drift_up, method=method,
                               steeper=bool(low > 0), law_gap=gap,
                               separated=bool(math.isfinite(gap) and low > gap),
                               certified=s.exponent_certified and r.exponent_certified))
