@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_recipe.py", "tests/test_kernels.py", "tests/test_engine.py", "tests/test_fitting.py",
          "tests/test_soap.py", "tests/properties/test_fit_coverage.py"]
 CLASSES = ["tests/test_classes.py"]
+COVERAGE = ["tests/test_coverage.py"]  # issue 53: every interval at its rate
 V4 = ["tests/test_certification.py", "tests/test_drift.py", "tests/test_routes.py", "tests/test_fitting.py"]  # routes, v4
 
 # name: (file, old text, new text, what it breaks)
@@ -158,6 +159,22 @@ MUTATIONS = {
     "init-ignored": ("resflow/training/block.py", "student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, "
                      "spec.route)", "student_seed(spec.replicate, spec.scheme, spec.depth)",
                      "every init and route the same draw", V4),
+    "t-as-normal": ("resflow/fitting/intervals.py", "quantile = stats.t.ppf(1 - (1 - confidence) / 2, values.size - 1)",
+                    "quantile = stats.norm.ppf(1 - (1 - confidence) / 2)",
+                    "a normal quantile in place of t over replicates", COVERAGE),
+    "paired-t-as-normal": ("resflow/fitting/separation.py", "half = float(stats.t.ppf(0.975, diffs.size - 1) *",
+                           "half = float(stats.norm.ppf(0.975) *", "the separation's t as a normal quantile",
+                           COVERAGE),
+    "jackknife-unscaled": ("resflow/fitting/intervals.py", "se = math.sqrt((n - 1) / n * float(",
+                           "se = math.sqrt(1 / n * float(", "the jackknife's (n - 1)/n factor dropped", COVERAGE),
+    "boot-plain-percentile": ("resflow/fitting/intervals.py", "_expanded_levels(n_rep, confidence)))",
+                              "(0.025, 0.975)))", "the plain percentiles beside the t interval", COVERAGE),
+    "huber-as-squared": ("resflow/llm/table/scaling_fit.py", 'if settings.loss != "huber":', "if True:",
+                         "the Huber fit's errors by the least-squares formula", COVERAGE),
+    "route-high-two-sided": ("resflow/fitting/certification.py",
+                             "half = stats.t.ppf(AGREEMENT_CONFIDENCE, values.size - 1)",
+                             "half = stats.t.ppf(1 - (1 - AGREEMENT_CONFIDENCE) / 2, values.size - 1)",
+                             "the route spread's one-sided end at 97.5%", COVERAGE),
 }
 
 

@@ -67,13 +67,14 @@ def test_huber_fit_is_robust_to_outliers():
 
 
 def test_huber_standard_errors_use_the_models_own_jacobian():
-    """The Huber and squared fits of one data set are nearly the same fit, so their least-squares
-    standard errors must be too (the robust-loss-weighted Jacobian inflated the Huber ones ~2x)."""
+    """The Huber and squared fits of one data set are nearly the same fit.  On Gaussian residuals the Huber
+    fit (close to a median regression at this delta) is less efficient, its sandwich errors larger by about
+    sqrt(pi/2) = 1.25 (0.96-1.56 on these tables), never the ~2.3x the robust-loss-weighted Jacobian gave."""
     table = synthetic_table(seed=5)
     huber = fit_scaling_law(table, ScalingFitSettings(loss="huber", n_starts=16, exclude_top=0))
     squared = fit_scaling_law(table, ScalingFitSettings(loss="squared", n_starts=16, exclude_top=0))
     for name in ("alpha_m", "alpha_l", "alpha_D"):
-        assert huber.se[name] == pytest.approx(squared.se[name], rel=0.25), name
+        assert 0.8 * squared.se[name] <= huber.se[name] <= 1.8 * squared.se[name], name
 
 
 def test_depth_offset_and_exclusion_change_the_data_used():

@@ -4,13 +4,19 @@ A replicate has its own teacher, data stream and initialisation, so any statisti
 replicate's students (its depth exponent, the drift of that exponent with training, a depth's
 remaining gain) is an independent draw.  The estimate is the **mean of the per-replicate values**
 and its interval is Student's t over them, centred on that same mean (one estimator).  With one
-replicate there is nothing to average over but the evaluation batches: the interval is a
-percentile bootstrap over batches (resampled jointly across depths and training lengths, so paired
-differences stay paired), and its label says that it measures evaluation noise only.
+replicate there is nothing to average over but the evaluation batches: the interval is the
+**jackknife** over batches with Student's t at :math:`b - 1` degrees of freedom (each batch left out in
+turn, jointly across depths and training lengths, so paired differences stay paired; for a mean it is
+exactly the t interval), and its label says that it measures evaluation noise only.  Until issue 53 it
+was a percentile bootstrap over batches, which covered the truth 49%, 84%, 88% and 94% of the time at
+2, 4, 8 and 16 batches (``docs/design/intervals.md``).
 
-A percentile bootstrap *over replicates* is reported beside the t-interval only from
-``MIN_REPLICATES_BOOTSTRAP`` replicates on: three replicates have 10 distinct resamples, too few
-for percentiles.
+A bootstrap *over replicates* is reported beside the t-interval only from ``MIN_REPLICATES_BOOTSTRAP``
+= 10 replicates on, as Hesterberg's **expanded percentile** interval (the percentiles at
+:math:`\Phi(\pm\sqrt{n/(n-1)}\,t_{n-1})`, which corrects the plain percentiles' narrowness at small
+:math:`n`; Hesterberg, *The American Statistician* 69, 371 (2015)).  Below 10 replicates no bootstrap
+covers at its rate for certain (the plain percentiles covered 83% at 5 replicates and 88% at 8, the
+expanded ones 91% at 5), so none is reported.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ __all__ = ["Interval", "ExponentInterval", "over_replicates", "exponent_interval
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
-MIN_REPLICATES_BOOTSTRAP = 5  # C(9, 5) = 126 distinct resamples; 3 replicates have only 10
+MIN_REPLICATES_BOOTSTRAP = 10  # below it no bootstrap over replicates covers at its rate (module docstring)
 
 
 def distinct_resamples(n: int) -> int:
@@ -40,7 +46,7 @@ def distinct_resamples(n: int) -> int:
 class Interval:
     """An estimate (mean of the per-replicate values), its interval and how it was made.
 
-    ``boot_low``/``boot_high``: the percentile bootstrap over replicates (NaN below
+    ``boot_low``/``boot_high``: the expanded percentile bootstrap over replicates (NaN below
     ``MIN_REPLICATES_BOOTSTRAP`` replicates).
     """
 
@@ -71,37 +77,56 @@ def _t_interval(values: np.ndarray, confidence: float) -> tuple[float, float, fl
     return centre, centre - float(half), centre + float(half)
 
 
+def _expanded_levels(n: int, confidence: float) -> tuple[float, float]:
+    """The percentile levels of Hesterberg's expanded percentile interval for ``n`` values."""
+    from scipy import stats
+
+    z = math.sqrt(n / (n - 1)) * stats.t.ppf(1 - (1 - confidence) / 2, n - 1)
+    return float(stats.norm.cdf(-z)), float(stats.norm.cdf(z))
+
+
+def _jackknife_interval(statistic: Callable[[np.ndarray], float], one: np.ndarray, value: float,
+                        confidence: float) -> tuple[float, float]:
+    """The jackknife t interval of ``statistic`` over the last axis (evaluation batches) of ``one``."""
+    from scipy import stats
+
+    n = one.shape[-1]
+    if n < 2 or not math.isfinite(value):
+        return math.nan, math.nan
+    keep = ~np.eye(n, dtype=bool)
+    leave_out = np.array([statistic(one[..., keep[i]]) for i in range(n)], float)
+    if not np.all(np.isfinite(leave_out)):
+        return math.nan, math.nan
+    se = math.sqrt((n - 1) / n * float(np.sum((leave_out - leave_out.mean()) ** 2)))
+    half = float(stats.t.ppf(1 - (1 - confidence) / 2, n - 1)) * se
+    return value - half, value + half
+
+
 def over_replicates(statistic: Callable[[np.ndarray], float], data: np.ndarray, *,
                     confidence: float = CONFIDENCE, samples: int = BOOTSTRAP_SAMPLES,
                     seed: int = 0) -> Interval:
     """The mean over replicates of ``statistic`` and its interval (module docstring).
 
     ``data`` is ``(replicate, ..., eval_batch)``; ``statistic`` maps one replicate's ``(..., eval_batch)``
-    array to a number (NaN: undefined; ``inf`` allowed, e.g. an unbounded remaining gain).
+    array to a number (NaN: undefined; ``inf`` allowed, e.g. an unbounded remaining gain: its interval is
+    then NaN, not bounded).
     """
     data = np.asarray(data, float)
-    n_rep, n_batch = data.shape[0], data.shape[-1]
+    n_rep = data.shape[0]
     per_replicate = np.array([statistic(data[r]) for r in range(n_rep)], float)
-    tail = (1 - confidence) / 2
-    rng = np.random.default_rng(seed)
     boot_low = boot_high = math.nan
     if n_rep >= 2:
         value, low, high = _t_interval(per_replicate, confidence)
         method = f"t over {n_rep} replicates"
         if n_rep >= MIN_REPLICATES_BOOTSTRAP and np.all(np.isfinite(per_replicate)):
-            picks = rng.integers(0, n_rep, (samples, n_rep))
+            picks = np.random.default_rng(seed).integers(0, n_rep, (samples, n_rep))
             boot_low, boot_high = (float(v) for v in np.quantile(per_replicate[picks].mean(axis=1),
-                                                                 [tail, 1 - tail]))
+                                                                 _expanded_levels(n_rep, confidence)))
     else:
         value = float(per_replicate[0])
-        picks = rng.integers(0, n_batch, (samples, n_batch))
-        boot = np.array([statistic(data[0][..., pick]) for pick in picks], float)
-        if math.isnan(value) or np.isnan(boot).mean() > tail:
-            low, high = math.nan, math.nan
-        else:
-            with np.errstate(invalid="ignore"):  # an unbounded value (inf) at a quantile's edge
-                low, high = (float(v) for v in np.nanquantile(boot, [tail, 1 - tail]))
-        method = "bootstrap over evaluation batches (1 replicate: evaluation noise only)"
+        low, high = _jackknife_interval(statistic, data[0], value, confidence)
+        method = (f"jackknife t over {data.shape[-1]} evaluation batches (1 replicate: evaluation noise "
+                  "only)")
     return Interval(value=float(value), low=float(low), high=float(high), method=method, boot_low=boot_low,
                     boot_high=boot_high, per_replicate=tuple(float(v) for v in per_replicate))
 

@@ -16,7 +16,7 @@ from .verdict import DRIFT_TOLERANCE, GAIN_TOLERANCE
 
 __all__ = ["FitSettings", "VERDICT"]
 
-VERDICT = "v4"  # the fitting procedure's version: bumped whenever what a fit computes changes
+VERDICT = "v4.1"  # the fitting procedure's version, bumped whenever what a fit computes changes (v4.1: #53)
 
 
 @dataclass(frozen=True, kw_only=True)
