@@ -26,7 +26,6 @@ from resflow.training import StudentSpec, Teacher, TrainConfig, TrainingResult, 
 
 ROOT = Path(__file__).resolve().parents[1]
 SEPARATION = 0.5  # the example must show the smooth teacher's exponent this much above the rough one's (issue 36)
-EXAMPLE_CEILING_S = 30.0  # the example's promise: seconds on a laptop; 7.8 s measured on one core here
 
 
 def tiny_run(order=None, trainer=train):
@@ -147,4 +146,4 @@ def test_the_classroom_example_separates_the_teachers(record_property):
     record_property("classroom_example_s", round(seconds, 1))
     record_property("classroom_alpha", json.dumps({k: round(v, 3) for k, v in alpha.items()}))
     assert alpha["tied"] > alpha["independent"] + SEPARATION, alpha
-    assert seconds < EXAMPLE_CEILING_S, seconds
+    # its seconds are recorded, not asserted: a timed test fails on a busy machine (speed is benchmarked)

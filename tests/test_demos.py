@@ -17,8 +17,6 @@ from resflow import ConfigError, demos
 from resflow.cli import app
 from resflow.loglog import slopes
 
-CEILING_S = 30.0
-
 
 def stack_to_ode(data):
     for scheme in data["scheme"].values:
@@ -85,8 +83,7 @@ def test_demo_shows_what_it_claims(name, record_property):
     assert isinstance(result.figure, Figure) and result.figure.axes
     assert result.data.data_vars and {"resflow_version", "git_commit", "seed"} <= set(result.data.attrs)
     assert result._repr_png_().startswith(b"\x89PNG")  # shows inline in Jupyter
-    CLAIMS[name](result.data)
-    assert result.seconds < CEILING_S, (name, result.seconds)
+    CLAIMS[name](result.data)  # the seconds are recorded above, not asserted (python -m resflow.demos times them)
 
 
 def test_llm_demo_needs_its_data_and_says_where(tmp_path, monkeypatch):
