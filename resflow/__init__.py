@@ -34,7 +34,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._moved import install as _install_moved_modules
 from .errors import (
     ConfigError,
     FitFailedError,
@@ -48,7 +47,6 @@ from .errors import (
 from .provenance import package_version
 
 __version__ = package_version()
-_install_moved_modules()  # the module paths of 0.4 that moved in 0.5 (resflow._moved)
 
 _EXPORTS: dict[str, str] = {
     # integrators as data, flows

@@ -18,7 +18,7 @@ import numpy as np
 from .errors import ConfigError, UnknownNameError
 
 __all__ = ["names", "derivation", "evaluate", "exponent", "evaluator", "parameters", "LawRecord", "describe",
-           "as_record", "exponent_text"]
+           "exponent_text"]
 
 
 def _registry():
@@ -153,11 +153,6 @@ def describe(name: str) -> LawRecord:
         exponent=None if d.exponent is None else sp.sstr(d.exponent), parameters=tuple(parameters(name)),
         assumptions=d.assumptions, references=tuple(d.references), status=d.status, evidence=d.evidence,
     )
-
-
-def as_record(name: str) -> dict[str, Any]:
-    """JSON-ready :func:`describe`."""
-    return describe(name).to_json()
 
 
 def exponent_text(name: str) -> str | None:

@@ -8,7 +8,6 @@ line through :math:`(\log x, \log y)`; this module is that line, so they all sha
 * :func:`power_law_fit` -- exponent, prefactor, standard error and a Student-t interval from the
   regression residuals (:math:`n - 2` degrees of freedom), as a :class:`PowerLawFit`;
 * :func:`power_law` -- the fitted line evaluated at new points (for plots);
-* :func:`local_slopes` -- exponents between neighbouring points.
 
 The regression interval treats the points as independent with equal log-scale noise; the
 experiment fits (:mod:`resflow.fitting.fits`) use intervals over independent replicates instead,
@@ -24,7 +23,7 @@ import numpy as np
 
 from .errors import ConfigError, ShapeError
 
-__all__ = ["PowerLawFit", "slopes", "power_law_fit", "power_law", "local_slopes"]
+__all__ = ["PowerLawFit", "slopes", "power_law_fit", "power_law"]
 
 
 def _log_axes(x, y) -> tuple[np.ndarray, np.ndarray]:
@@ -116,9 +115,3 @@ def power_law_fit(x, y, *, confidence: float = 0.95) -> PowerLawFit:
 def power_law(fit: PowerLawFit, x) -> np.ndarray:
     """:math:`A x^{-\\alpha}` of a fit at new points ``x``."""
     return fit.prefactor * np.asarray(x, dtype=float) ** (-fit.exponent)
-
-
-def local_slopes(x, y) -> np.ndarray:
-    """Exponents between neighbouring points: ``-diff(log y) / diff(log x)``, shape ``(..., n - 1)``."""
-    logx, y = _log_axes(x, y)
-    return -np.diff(np.log(y), axis=-1) / np.diff(logx)

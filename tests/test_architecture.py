@@ -140,5 +140,5 @@ def test_every_experiment_module_is_an_entry_point_and_nothing_imports_sims_by_a
     assert set(registered()) == set(declared)
     assert all(registered()[name].name == name for name in declared)
     for path in (root / "resflow").rglob("*.py"):  # no module of the package imports an upper layer by a string
-        exempt = path.name == "__init__.py" or path.name == "_moved.py"  # _moved: old paths to the same modules
+        exempt = path.name == "__init__.py"
         assert not re.search(r"import_module\((?!\"resflow\.theory)", path.read_text()) or exempt, path

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -35,15 +33,6 @@ def test_the_old_set_keys_are_read_as_the_new_ones():
     assert old == new and old.train.optimizer == Soap(beta1=0.95, shampoo_beta=0.9)
 
 
-@pytest.mark.parametrize(("old", "new"), [("resflow.training.soap", "resflow.training.optimizers.soap"),
-                                          ("resflow.training.optim", "resflow.training.optimizers.adam")])
-def test_the_moved_optimiser_modules_still_import(old, new):
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new):
-        module = importlib.import_module(old)
-    assert all(getattr(module, name) is getattr(importlib.import_module(new), name) for name in module.__all__)
-
-
 def test_the_functions_now_measures_still_give_the_same_arrays():
     from resflow.workflows.exits import EARLY_EXIT, student_exits
     from resflow.workflows.intervene import STUDENT_INTERVENTIONS, student_interventions
@@ -72,43 +61,3 @@ def test_the_trainer_still_says_whether_it_trains_classes_and_the_ladder_kind_is
     from resflow.llm.ladder.records import KIND
 
     assert KIND == "lm-ladder"
-
-
-# --- module paths of 0.4 that moved in 0.5 (resflow._moved) ----------------------------------------------------
-
-def test_every_moved_module_path_is_gone_and_its_new_path_imports():
-    import importlib
-    from pathlib import Path
-
-    from resflow._moved import MOVED
-
-    root = Path(__file__).resolve().parents[1]
-    for old, new in MOVED.items():
-        assert not (root / (old.replace(".", "/") + ".py")).exists(), f"{old} is still a file: drop it from MOVED"
-        assert importlib.import_module(new).__name__ == new
-
-
-@pytest.mark.parametrize("old", ["resflow.analysis.fits", "resflow.llm.scaling_fit", "resflow.llm.ladder_records"])
-def test_an_old_module_path_warns_and_is_the_new_module(old):
-    import subprocess
-
-    from resflow._moved import MOVED
-
-    probe = (f"import warnings; warnings.simplefilter('error', FutureWarning)\n"
-             f"try:\n    import {old}\nexcept FutureWarning as w:\n    print(w)\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert f"{old} moved to {MOVED[old]}" in out.stdout, out.stderr
-    probe = (f"import warnings; warnings.simplefilter('ignore')\nimport importlib, {old} as a\n"
-             f"b = importlib.import_module({MOVED[old]!r})\nname = sorted(n for n in vars(b) if not n.startswith('_'))[0]\n"
-             f"assert getattr(a, name) is getattr(b, name); a.PATCHED = 1; assert b.PATCHED == 1; print('ok')")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "ok", out.stderr
-
-
-def test_an_old_name_through_the_old_path_is_the_same_object():
-    sys.modules.pop("resflow.analysis.intervals", None)  # imported once per process; this test needs the first time
-    with pytest.warns(FutureWarning, match="resflow.analysis.intervals moved to resflow.fitting.intervals"):
-        from resflow.analysis.intervals import exponent_interval as old
-    from resflow.fitting.intervals import exponent_interval as new
-
-    assert old is new

@@ -11,10 +11,9 @@ room               what it holds
                    (:mod:`resflow.presenting`)
 =================  ==========================================================================
 
-``from resflow.analysis import fit_dataset`` is the way in; the rooms' modules are the place to read.
-The module paths of 0.4 (``resflow.analysis.fits``, ``resflow.analysis.plots``, ...) still import,
-with a FutureWarning naming the new path (:mod:`resflow._moved`).  What a reader calls each teacher
-is :mod:`resflow.labels`.
+``from resflow.analysis import fit_dataset`` is the way in; the rooms' modules are the place to read
+(the module paths of 0.4, ``resflow.analysis.fits`` and the like, were dropped before 0.5 was released).
+What a reader calls each teacher is :mod:`resflow.labels`.
 """
 
 from ..fitting.allocation import BudgetPlan, next_budgets, plan_next_run

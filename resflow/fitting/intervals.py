@@ -30,16 +30,11 @@ import numpy as np
 from ..loglog import slopes
 
 __all__ = ["Interval", "ExponentInterval", "over_replicates", "exponent_interval", "BOOTSTRAP_SAMPLES",
-           "CONFIDENCE", "MIN_REPLICATES_BOOTSTRAP", "distinct_resamples"]
+           "CONFIDENCE", "MIN_REPLICATES_BOOTSTRAP"]
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 MIN_REPLICATES_BOOTSTRAP = 10  # below it no bootstrap over replicates covers at its rate (module docstring)
-
-
-def distinct_resamples(n: int) -> int:
-    """Distinct multisets of size ``n`` drawn with replacement from ``n`` items: :math:`\\binom{2n-1}{n}`."""
-    return math.comb(2 * n - 1, n)
 
 
 @dataclass(frozen=True, kw_only=True)
