@@ -113,8 +113,10 @@ class Store:
         if not path.is_dir():
             raise StoreError(f"{str(path)!r} is a file, not a store directory.")
         if not marker.exists():
-            foreign = [p for p in path.iterdir() if p.name not in ("runs", "work")
-                       and not p.name.startswith(f".{MARKER}.")]  # a creator killed before linking the marker
+            # a creator killed before linking the marker leaves its temp file; one racing us links the marker
+            # between our check and this listing
+            foreign = [p for p in path.iterdir() if p.name not in ("runs", "work", MARKER)
+                       and not p.name.startswith(f".{MARKER}.")]
             if foreign or not create:
                 raise StoreError(
                     f"{str(path)!r} is not a resflow store (no {MARKER}); point to a store directory or a "
