@@ -173,7 +173,8 @@ def test_ctrl_c_says_what_survived_and_exits_130(command, function, message, mon
 
 def test_one_resume_check_for_run_and_sweep(tmp_path):
     """A run directory is resumable with a checkpoint of the run or of a depth-doubling stage; run and sweep
-    both ask has_checkpoint (a sweep cell of a doubling run once restarted its stages from scratch)."""
+    both ask has_checkpoint (a sweep cell of a doubling run once restarted its stages from scratch), which the
+    run directory's module alone defines."""
     from pathlib import Path
 
     from resflow.workflows.run import has_checkpoint
@@ -184,4 +185,4 @@ def test_one_resume_check_for_run_and_sweep(tmp_path):
     assert has_checkpoint(tmp_path)
     workflows = Path(resflow.__file__).parent / "workflows"
     asking = [p.name for p in workflows.glob("*.py") if "CHECKPOINT_NAME" in p.read_text()]
-    assert asking == ["run.py"], asking
+    assert asking == ["rundir.py"], asking

@@ -20,6 +20,9 @@ module          function                         command
 ``intervene``   :func:`intervene_models`         ``resflow intervene`` (lesion, swap, trace)
 ``stores``      :func:`check_store`              ``resflow store check`` (each kind checked by its writer),
                 :func:`gc_store`                 ``resflow store gc``
+``rundir``      :class:`RunDir`                  a run's directory (run.json, lock, checkpoints, record);
+                :func:`run_dirs`                 the one scanner of a store's runs;
+                :func:`resumable`                the one policy of resuming (run, ladder, check, report)
 ``unfinished``  :func:`unfinished_runs`          runs without a record: in progress, interrupted, idle
 ``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
 ``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students
@@ -49,6 +52,7 @@ from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run, unfinished_note
 from .resume import resume_config
 from .run import ExperimentResult, find_resumable, run_experiment
+from .rundir import RunDir, resumable, run_dirs
 from .stores import StoreCheck, check_store, gc_store
 from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid, run_sweep
 from .unfinished import UnfinishedRun, unfinished_runs
@@ -63,5 +67,5 @@ __all__ = [
     "ladder_depth_use_of", "StoreCheck",
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",
-    "chosen_measures", "OptimaRun", "OptimumExponent", "reach_optima",
+    "chosen_measures", "OptimaRun", "OptimumExponent", "reach_optima", "RunDir", "run_dirs", "resumable",
 ]

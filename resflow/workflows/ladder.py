@@ -23,11 +23,10 @@ from ..presenting.plots import save_figure
 from ..provenance import provenance
 from ..records.kinds import LM_LADDER
 from ..store import Store, run_lock
+from .rundir import RUN_INFO, RunDir, resumable
 
 __all__ = ["LadderRun", "run_ladder", "ladder_depth_use_of", "FIGURE_NAME"]
 
-RUN_INFO = "run.json"
-RECORD_NAME = "record.txt"
 FIGURE_NAME = "figure.png"
 
 
@@ -46,19 +45,14 @@ class LadderRun:
 def _started(run_dir: Path) -> dict:
     """The configuration a ladder's work directory was started with, as JSON values; a key added to the
     configuration after the run started reads as its default (what the run did)."""
-    stored = json.loads((run_dir / RUN_INFO).read_text())["config"]
+    stored = RunDir(run_dir).info()["config"]
     return {**json.loads(LadderConfig().to_json()), **stored}
 
 
 def _resumable(store: Path, config: LadderConfig, run: str | None = None) -> Path:
-    work = store / "work"
-    candidates = (sorted(p for p in work.glob(f"{config.experiment}-*" if run is None else run)
-                         if (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists())
-                  if work.is_dir() else [])
-    if not candidates:
-        raise ConfigError(f"no interrupted {config.experiment!r} run to resume in {str(store)!r}; "
-                          "run without --resume.")
-    run_dir = candidates[-1]
+    """The ladder to resume (:func:`resflow.workflows.rundir.resumable`, the one policy), if it was started
+    with ``config`` but for the settings of speed alone."""
+    run_dir = resumable(store, run=run, experiment=None if run else config.experiment).path
 
     def results(values: dict) -> dict:  # the settings that decide the results (device, workers: speed only)
         return {k: v for k, v in values.items() if k not in SPEED_ONLY}
@@ -83,14 +77,14 @@ def run_ladder(config: LadderConfig, *, out: Path | str, resume: bool | str = Fa
     else:
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
-        atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json())}, indent=1))
+        RunDir(run_dir).write_info(json.loads(config.to_json()))
     with run_lock(run_dir):  # held while it works: `resflow store check` tells in progress from interrupted
         trained = train_ladder(config, run_dir, progress=progress)
         prov = provenance(config.to_dict(), seed=config.first_seed, experiment=config.experiment,
                           device=trained.device)
         ds = ladder_dataset(trained, prov)
         record = store.write(ds, kind=LM_LADDER, name=config.experiment)
-        atomic_write(run_dir / RECORD_NAME, record + "\n")
+        RunDir(run_dir).write_record(record)
     fits = ladder_fits(ds)
     atomic_write(run_dir / "fits.json", json.dumps([f.to_json() for f in fits], indent=1))
     figure = save_figure(plot_ladder(ds, fits), run_dir / FIGURE_NAME, prov)

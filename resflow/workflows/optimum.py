@@ -39,11 +39,11 @@ from ..records.kinds import OPTIMUM
 from ..store import Store
 from ..training.optimum import OptimumSettings, reach_optimum
 from ..training.routes import train_routes
+from .rundir import RECORD_NAME, RUN_INFO, RunDir
 
 __all__ = ["OptimumExponent", "OptimaRun", "reach_optima", "settings_dir", "OPTIMA_DIR"]
 
 OPTIMA_DIR = "optimum"  # in the run directory: one JSON file per start reached
-RUN_INFO, RECORD_NAME = "run.json", "record.txt"  # what resflow run writes in its directory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,11 +78,11 @@ class OptimaRun:
 
 
 def _config_of(run_dir: Path) -> ExperimentConfig:
-    info = run_dir / RUN_INFO
-    if not info.exists() or not (run_dir / RECORD_NAME).exists():
+    found = RunDir(run_dir)
+    if not found.is_run or not found.finished:
         raise ConfigError(f"run_dir must be the directory of a finished toy run (with {RUN_INFO} and "
                           f"{RECORD_NAME}); {str(run_dir)!r} is not. `resflow run` prints it when it ends.")
-    config = config_from_dict(ExperimentConfig, json.loads(info.read_text())["config"])
+    config = config_from_dict(ExperimentConfig, found.info()["config"])
     if config.train.loss != "mse" or config.classifies or any(g != 0 for g in config.student_groups):
         raise ConfigError("optima are reached for MSE students of flow teachers with their own weights per "
                           f"layer (the smooth-vs-rough runs); {str(run_dir)!r} is not one. Use --preset "
@@ -134,7 +134,7 @@ def reach_optima(run_dir: Path | str, *, settings: OptimumSettings | None = None
     run_dir = Path(run_dir)
     config = _config_of(run_dir)
     settings = settings or OptimumSettings()
-    source = (run_dir / RECORD_NAME).read_text().strip()
+    source = RunDir(run_dir).record
     teachers = config.teachers()
     result = train_routes(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
                           resume=True)  # a finished run: its trained students, nothing trained again

@@ -15,9 +15,8 @@ from pathlib import Path
 from ..errors import ConfigError, IncompatibleOptionsError, UnknownNameError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import registered
-from ..store import RunBusyError
-from .run import RUN_INFO
-from .unfinished import IN_PROGRESS, UnfinishedRun, flat, read_run, setting, unfinished_runs
+from .rundir import RUN_INFO, RunDir, resumable
+from .unfinished import UnfinishedRun, flat, read_run, setting
 
 __all__ = ["resume_config", "find_unfinished", "LATEST"]
 
@@ -26,36 +25,23 @@ LATEST = "latest"  # resume the latest interrupted run of the store, of any expe
 
 def find_unfinished(store: Path | str, run: str | None = None) -> UnfinishedRun:
     """The run to resume in ``store``: the run of id ``run``; the latest interrupted run of the experiment
-    ``run``; or, for None or ``"latest"``, the latest interrupted run of any experiment.  A run resumes when
-    it did some work (a checkpoint) and no live process works on it."""
+    ``run``; or, for None or ``"latest"``, the latest interrupted run of any experiment -- by the one policy
+    of :func:`resflow.workflows.rundir.resumable` (some work done, no live process at work on it)."""
     store = Path(store)
-    if run not in (None, LATEST) and (store / "work" / str(run) / RUN_INFO).is_file():
-        found = read_run(store / "work" / str(run), store)
-        if found.config is None:
-            raise ConfigError(f"the run {run} cannot be resumed: its {RUN_INFO} is unreadable "
-                              "or names an experiment not registered here.")
-        if found.state == IN_PROGRESS:
-            raise RunBusyError(f"the run {run} is in progress "
-                               f"({found.writer or 'a live process'} holds its lock); "
-                               "wait for it to finish, or stop it and resume it then.")
-        if not found.work_done:
-            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; "
-                              f"start a new run without --resume (`resflow store gc {store}` removes it).")
-        return found
-    experiment = None if run in (None, LATEST) else run
-    if experiment is not None and experiment not in registered():
-        raise UnknownNameError(f"{run!r} is neither an experiment ({', '.join(registered())}) "
-                               f"nor a run id in {str(store / 'work')!r}; "
-                               f"`resflow store check {store}` lists the unfinished runs.")
-    runs = [r for r in unfinished_runs(store) if experiment is None or r.experiment == experiment] \
-        if store.is_dir() else []
-    ready = [r for r in runs if r.work_done and r.state != IN_PROGRESS and r.config is not None]
-    if not ready:
-        busy = [r.run_id for r in runs if r.state == IN_PROGRESS]
-        raise ConfigError(f"no interrupted {f'{experiment!r} ' if experiment else ''}run to resume "
-                          f"in {str(store)!r}"
-                          + (f" ({', '.join(busy)} in progress)" if busy else "") + "; run without --resume.")
-    return ready[-1]
+    if run not in (None, LATEST) and RunDir(store / "work" / str(run)).is_run:
+        chosen = resumable(store, run=str(run))
+    else:
+        experiment = None if run in (None, LATEST) else run
+        if experiment is not None and experiment not in registered():
+            raise UnknownNameError(f"{run!r} is neither an experiment ({', '.join(registered())}) "
+                                   f"nor a run id in {str(store / 'work')!r}; "
+                                   f"`resflow store check {store}` lists the unfinished runs.")
+        chosen = resumable(store, experiment=experiment)
+    found = read_run(chosen.path, store)
+    if found.config is None:
+        raise ConfigError(f"the run {found.run_id} cannot be resumed: its {RUN_INFO} does not read as a "
+                          f"configuration of {found.experiment!r} here.")
+    return found
 
 
 def resume_config(store: Path | str, run: str | None = None, *, preset: str | None = None,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,14 +32,15 @@ from ..probing.probes import SIGNATURE_LABELS, state_signature
 from ..provenance import provenance
 from ..records import build_dataset
 from ..records.kinds import FIT, TOY_RUN
-from ..store import Store, lock_holder, run_lock
+from ..store import Store, run_lock
 from ..training.continuation import train_by_doubling
-from ..training.engine import CHECKPOINT_NAME, resolve_device
+from ..training.engine import resolve_device
 from ..training.routes import train_routes
 from .constructions import CONSTRUCTIONS
 from .exits import EARLY_EXIT, EXIT_RULE_NOTE
 from .intervene import STUDENT_INTERVENTIONS
 from .measures import TrainedStudents, chosen_measures, register_measure, run_measures
+from .rundir import RECORD_NAME, RUN_INFO, RunDir, checkpoint_steps, has_checkpoint, resumable, run_started
 from .smoothness import SMOOTHNESS
 
 # teacher_tracking: deprecated here (resflow <= 0.4 had it)
@@ -53,11 +53,8 @@ __all__ = ["ExperimentResult", "run_experiment", "find_resumable", "has_checkpoi
 for _measure in (TEACHER_TRACKING, STUDENT_INTERVENTIONS, EARLY_EXIT, CONSTRUCTIONS, SMOOTHNESS):
     register_measure(_measure)
 
-RECORD_NAME = "record.txt"  # in a work directory: the id of the store record it produced
 FIGURE_NAME = "figure.png"
 FITS_NAME = "fits.json"
-RUN_INFO = "run.json"  # in a work directory: {"config": ..., "preset": ..., "started": ISO time}
-RUN_STAMP = re.compile(r"-(\d{8}T\d{6}Z)(?:-\d+)?$")  # the UTC time in a run id, <experiment>-<time>[-N]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,78 +82,11 @@ class ExperimentResult:
         return tuple(separations(list(self.fits)))
 
 
-def has_checkpoint(run_dir: Path) -> bool:
-    """Whether a run directory holds something to resume: a checkpoint of the run, or of one of its stages
-    (``first/``, ``continuation/`` of :func:`resflow.training.train_routes`; ``depth-*/`` of depth-doubling
-    continuation).  The one resume check of ``run`` and ``sweep``."""
-    return (run_dir / CHECKPOINT_NAME).exists() or any(run_dir.glob(f"*/{CHECKPOINT_NAME}"))
-
-
-def checkpoint_steps(run_dir: Path) -> dict[str, tuple[int | None, float]]:
-    """Every checkpoint of a run directory, oldest first: stage (``""`` for the run itself) -> (its step, None
-    when unreadable; when it was written, POSIX time).  Reads each checkpoint's step only (memory-mapped)."""
-    import torch
-
-    found = {}
-    paths = [run_dir / CHECKPOINT_NAME, *run_dir.glob(f"*/{CHECKPOINT_NAME}")]
-    for path in sorted((p for p in paths if p.is_file()), key=lambda p: p.stat().st_mtime):
-        try:
-            step = int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"])
-        except Exception:  # damaged, or replaced while we read: the step is unknown, the stage is there
-            step = None
-        found["" if path.parent == run_dir else path.parent.name] = (step, path.stat().st_mtime)
-    return found
-
-
-def run_started(run_dir: Path) -> _dt.datetime | None:
-    """When the run of ``run_dir`` started (UTC): from its ``run.json``, else from its id."""
-    try:
-        return _dt.datetime.fromisoformat(json.loads((run_dir / RUN_INFO).read_text())["started"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    stamp = RUN_STAMP.search(run_dir.name)
-    return _dt.datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.UTC) if stamp else None
-
-
 def find_resumable(store: Path | str, experiment: str | None = None, *, run: str | None = None) -> Path:
     """The work directory to resume in ``store``: the run ``run`` (a run id, the directory's name), or else
-    the latest run of ``experiment`` (of any, when None) with a checkpoint, no record yet, and no process at
-    work on it."""
-    work = Path(store) / "work"
-    if run is not None:
-        run_dir = work / run
-        if not (run_dir / RUN_INFO).is_file():
-            raise ConfigError(f"no run {run!r} in {str(work)!r}; "
-                              f"`resflow store check {store}` lists the unfinished runs and their ids.")
-        if (run_dir / RECORD_NAME).exists():
-            record = (run_dir / RECORD_NAME).read_text().strip()
-            raise ConfigError(f"the run {run} is finished (its record is {record}); "
-                              "there is nothing to resume.")
-        if not has_checkpoint(run_dir):
-            raise ConfigError(f"the run {run} did no work (no checkpoint), so there is nothing to resume; "
-                              f"start a new run without --resume (`resflow store gc {store}` removes it).")
-        return run_dir
-    unfinished = [p for p in (work.glob(f"{experiment}-*" if experiment else "*") if work.is_dir() else [])
-                  if has_checkpoint(p) and (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()
-                  and (experiment is None or _experiment_of(p) == experiment)]
-    busy = [p.name for p in unfinished if lock_holder(p)[1]]
-    candidates = sorted((p for p in unfinished if p.name not in busy),
-                        key=lambda p: (run_started(p) or _EPOCH, p.name))
-    if not candidates:
-        what = f"{experiment!r} run" if experiment else "run"
-        raise ConfigError(f"no interrupted {what} to resume in {str(store)!r}"
-                          + (f" ({', '.join(busy)} in progress)" if busy else "") + "; run without --resume.")
-    return candidates[-1]
-
-
-_EPOCH = _dt.datetime.fromtimestamp(0, _dt.UTC)
-
-
-def _experiment_of(run_dir: Path) -> str | None:
-    try:
-        return json.loads((run_dir / RUN_INFO).read_text())["config"]["experiment"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    the latest run of ``experiment`` (of any, when None) that did some work, has no record yet, and no process
+    at work on it -- the one policy of :func:`resflow.workflows.rundir.resumable`."""
+    return resumable(store, run=run, experiment=experiment).path
 
 
 def train_dataset(config: ExperimentConfig, *, run_dir: Path | None, resume: bool = False,
@@ -228,7 +158,7 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | 
     if resume:  # before opening: resuming never creates a store
         run_dir = find_resumable(out, config.experiment, run=resume if isinstance(resume, str) else None)
         store = Store.open(out)
-        saved = json.loads((run_dir / RUN_INFO).read_text())
+        saved = RunDir(run_dir).info()
         # read back first: a run.json of an earlier version spells some keys otherwise (the optimiser's)
         if config_from_dict(ExperimentConfig, saved["config"]).to_json() != config.to_json():
             raise ConfigError(f"{run_dir} was started with a different configuration; resume it with its own "
@@ -237,8 +167,7 @@ def run_experiment(config: ExperimentConfig, *, out: Path | str, resume: bool | 
         store = Store.open(out, create=True)
         run_dir = store.work_dir(config.experiment)
         started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-        atomic_write(run_dir / RUN_INFO, json.dumps({"config": json.loads(config.to_json()), "preset": preset,
-                                                     "started": started}, indent=1))
+        RunDir(run_dir).write_info(json.loads(config.to_json()), preset=preset, started=started)
     try:
         with run_lock(run_dir):
             return _run_in(run_dir, store, config, experiment, resume=bool(resume), progress=progress,
@@ -259,7 +188,7 @@ def _run_in(run_dir: Path, store: Store, config: ExperimentConfig, experiment, *
         return ExperimentResult(config=config, work_dir=run_dir, finished=False, steps_done=steps_done)
     record = store.write(ds, kind=TOY_RUN, name=config.experiment)
     ds.attrs["store_record"] = record
-    atomic_write(run_dir / RECORD_NAME, record + "\n")
+    RunDir(run_dir).write_record(record)
     settings = FitSettings()
     fits = fit_dataset(ds, settings)
     fit_ds = fits_to_dataset(fits, source_record=record, settings=settings)

@@ -1,8 +1,8 @@
 """Runs without a record yet: in progress, interrupted, or stopped before any work.
 
-A run (``resflow run``) works in ``STORE/work/<run-id>/``: ``run.json`` (its configuration, preset and start),
-its checkpoints, and ``run.lock``, which its process holds while it works; it writes its record to the store
-only at the end.  :func:`unfinished_runs` lists every run directory without a record -- how far it got,
+A run (``resflow run``) works in ``STORE/work/<run-id>/`` (:class:`~resflow.workflows.rundir.RunDir`); it
+writes its record to the store only at the end.  :func:`unfinished_runs` lists every run directory without a
+record (by the one scanner, :func:`~resflow.workflows.rundir.run_dirs`) -- how far it got,
 whether a process still works on it (the lock is held), and the command that resumes it -- for
 ``resflow store check`` and ``resflow report``; :func:`idle_run_dirs` names those that did no work, which
 :func:`gc_store` removes.
@@ -11,7 +11,6 @@ whether a process still works on it (the lock is held), and the command that res
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import shlex
 import time
 from dataclasses import dataclass
@@ -23,9 +22,9 @@ from ..errors import ConfigError
 from ..experiments.config import ExperimentConfig
 from ..experiments.registry import registered
 from ..llm.ladder.train import RESULT, LadderConfig, model_name
-from ..store import Leftover, Store, StoreReport, lock_holder
+from ..store import Leftover, Store, StoreReport
 from ..store.store import STALE_AFTER_S
-from .run import RECORD_NAME, RUN_INFO, checkpoint_steps, run_started
+from .rundir import RunDir, checkpoint_steps, run_dirs
 
 __all__ = ["UnfinishedRun", "unfinished_runs", "read_run", "idle_run_dirs", "gc_store", "config_from_dict",
            "nearest_preset", "IN_PROGRESS", "INTERRUPTED", "UNKNOWN", "NO_WORK"]
@@ -131,11 +130,8 @@ def nearest_preset(config: Any) -> tuple[str | None, tuple[str, ...]]:
 
 def read_run(run_dir: Path, store: Path | None = None) -> UnfinishedRun:
     """What ``run_dir`` (a run directory of ``store``) holds: its configuration, state and progress."""
-    run_dir = Path(run_dir)
-    try:
-        info = json.loads((run_dir / RUN_INFO).read_text())
-    except (OSError, ValueError):
-        info = {}
+    found = RunDir(run_dir)
+    run_dir, info = found.path, found.info()
     config = _config(info.get("config"))
     preset, changes = nearest_preset(config) if config is not None else (None, ())
     if config is not None and info.get("preset"):
@@ -144,14 +140,14 @@ def read_run(run_dir: Path, store: Path | None = None) -> UnfinishedRun:
         if preset in presets:
             theirs = flat(presets[preset])
             changes = tuple(setting(k, v) for k, v in flat(config).items() if theirs.get(k) != v)
-    writer, held = lock_holder(run_dir)
+    writer, held = found.lock()
     state = UNKNOWN if held is None else IN_PROGRESS if held else INTERRUPTED
     experiment = config.experiment if config is not None else run_dir.name.rsplit("-", 1)[0]
     progress = (_ladder_progress if isinstance(config, LadderConfig) else _toy_progress)(run_dir, config)
     return UnfinishedRun(run_id=run_dir.name, path=run_dir,
                          store=Path(store) if store else run_dir.parents[1],
                          experiment=experiment, config=config, preset=preset, changes=changes,
-                         started=run_started(run_dir), state=state, writer=writer, **progress)
+                         started=found.started, state=state, writer=writer, **progress)
 
 
 def _config(data: Any) -> Any | None:
@@ -188,11 +184,7 @@ def unfinished_runs(store: Path | str | Store) -> list[UnfinishedRun]:
     """Every run directory of ``store`` (``work/*/run.json``) without a record, oldest first; changes
     nothing."""
     path = store.path if isinstance(store, Store) else Path(store)
-    work = path / "work"
-    dirs = [p for p in work.iterdir() if (p / RUN_INFO).is_file() and not (p / RECORD_NAME).exists()] \
-        if work.is_dir() else []
-    runs = [read_run(p, path) for p in dirs]
-    return sorted(runs, key=lambda r: (r.started.timestamp() if r.started else 0.0, r.run_id))
+    return [read_run(found.path, path) for found in run_dirs(path, unfinished=True)]
 
 
 def idle_run_dirs(runs: list[UnfinishedRun], *, stale_after_s: float = STALE_AFTER_S) -> list[Leftover]:
