@@ -31,7 +31,7 @@ demo: install
 test: install-dev docs chromium
 	$(BIN)/ruff check resflow theory sims tests benchmarks docs/_site
 	$(BIN)/lint-imports
-	RESFLOW_SITE_DIR=site $(BIN)/python -m pytest -m "not slow" -n 2 -q
+	RESFLOW_SITE_DIR=site $(BIN)/python -m pytest -m "not slow" -n 2 -q --durations=25
 
 # The documentation site, built into site/ with --strict (warnings are errors).
 docs: install-dev

@@ -125,5 +125,6 @@ EXPERIMENT = Experiment(
     presets=PRESETS, figure=figure, report=report,
     notes={"cpu": "smooth-vs-rough's cpu recipe at 6k steps, 2 replicates (15 minutes on 2 cores)",
            "paper": "smooth-vs-rough's paper preset (arXiv:2602.05970 toy model) with grouped teachers"},
-    costs={"cpu": "8 min 18 s with the earlier Adam recipe (docs/results.md); not remeasured with SOAP"},
+    costs={"cpu": "8 min 18 s with the earlier Adam recipe (docs/results/compositional.md); "
+                  "not remeasured with SOAP"},
 )

@@ -140,7 +140,8 @@ EXPERIMENT = Experiment(
     summary=f"Plain students against students whose weights are shared within {K} groups of layers, on a "
             f"teacher of {K} functional groups and on a rough one: does the structure change the exponent?",
     presets=PRESETS, figure=figure, report=report,
-    costs={"cpu": "9 min 47 s with the earlier Adam recipe (docs/results.md); not remeasured with SOAP"},
+    costs={"cpu": "9 min 47 s with the earlier Adam recipe (docs/results/compositional.md); "
+                  "not remeasured with SOAP"},
     notes={"cpu": "the compositional cpu recipe (6k steps), 3 replicates",
            "paper": "the study's toy model and recipe (arXiv:2602.05970) with grouped students"},
 )

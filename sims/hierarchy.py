@@ -23,7 +23,8 @@ CPU_TRAIN = TrainConfig(steps=20_000, batch=128, loss="ce", eval_every=1000, eva
                         eval_batch_size=1024, checkpoint_every=2000)
 
 PRESETS = {
-    # cpu: 3 grammars x 6 depths x 3 replicates x 3 lengths on 2 cores in about 8 minutes (docs/results.md)
+    # cpu: 3 grammars x 6 depths x 3 replicates x 3 lengths on 2 cores in about 8 minutes
+    # (docs/results/compositional.md)
     "cpu": ExperimentConfig("hierarchy", targets=TARGETS, width=32, depths=(1, 2, 3, 4, 6, 8), replicates=3,
                             train=CPU_TRAIN),
     # for a GPU: wider students, deeper grammars and stacks, four times the steps
@@ -155,5 +156,5 @@ EXPERIMENT = Experiment(
     presets=PRESETS, figure=figure, report=report,
     notes={"cpu": "v = 8, n_c = 8, m = 4, s = 2; width 32, depths 1-8, 3 replicates (own grammars), Adam",
            "gpu": "adds L_h = 5 (32 tokens), width 64, depths to 16, 80k steps; for a GPU"},
-    costs={"cpu": "8 min 49 s (docs/results.md)"},
+    costs={"cpu": "8 min 49 s (docs/results/compositional.md)"},
 )

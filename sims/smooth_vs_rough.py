@@ -122,8 +122,8 @@ EXPERIMENT = Experiment(
            "cpu-converged": "verdict v2's long run: one route, one replicate (about an hour on 2 cores)",
            "paper": "the study's toy model (width 32, teacher 128, depths 6-48, batch 1024); for a GPU"},
     costs={"quick": "1 min 37 s and 1 min 41 s for `resflow run smooth-vs-rough --preset quick` on 2 cores "
-                    "(README)",
-           "cpu": "11 min 48 s for `make demo` from a fresh clone on 2 idle cores (docs/results.md)",
+                    "(docs/benchmarks.md)",
+           "cpu": "11 min 48 s for `make demo` from a fresh clone on 2 idle cores (docs/benchmarks.md)",
            "ground-truth": "2 min 40 s of training at 3k steps, 11 min 9 s at 12k, 37 min 16 s at 48k, "
                            "beside other runs on 2 cores (docs/results.md)",
            "cpu-certified": "75 min on one thread beside other runs on the other core (docs/results.md)",

@@ -11,12 +11,14 @@ from resflow.experiments import Experiment
 from .smooth_vs_rough import PRESETS as BASE
 
 PRESETS = {
-    # the main job's routes, inits and lengths at 5k steps on depths 2-8, sized to about 45 minutes on 2
-    # cores by the main job's cost (an estimate, not yet run; KL's head adds to it)
+    # the main job's routes and lengths, one init per route, at its 3k steps on depths 2-8 and three
+    # temperatures, two replicates: 31 min on one thread beside another run (the 0.5 preset, 4 temperatures,
+    # 2 inits and 5k steps, ran 550 of its 10k route-steps in 13 minutes: about 4 hours). With one init the
+    # shallowest depth has one start, so this preset bounds exponents and certifies none
     "cpu": dataclasses.replace(
-        BASE["cpu"], experiment="temperature", replicates=2, depths=(2, 4, 8),
-        train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=5000,
-                                  temperatures=(0.03, 0.1, 0.3, 1.0)),
+        BASE["cpu"], experiment="temperature", replicates=2, depths=(2, 4, 8), inits=1,
+        train=dataclasses.replace(BASE["cpu"].train, loss="kl", head="learned", steps=3000,
+                                  temperatures=(0.03, 0.3, 1.0)),
     ),
     # the same with the teacher's own head at the teacher's temperature (the study's fixed-head runs): the
     # student has only to match the final state, not to sharpen a head of its own
@@ -70,4 +72,6 @@ EXPERIMENT = Experiment(
     name="temperature",
     summary="KL(teacher || student) over a grid of teacher temperatures, both teachers: exponent against T.",
     presets=PRESETS, figure=figure,
+    costs={"cpu": "31 min on one thread beside the roughness preset on the other core "
+                  "(docs/results/temperature.md)"},
 )

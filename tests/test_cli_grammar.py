@@ -1,5 +1,5 @@
 """The command-line grammar of docs/cli.md, checked on every command (walked from the Typer app), and the
-README's command block checked against the commands' own options."""
+docs/cli.md's command block checked against the commands' own options."""
 
 import re
 from pathlib import Path
@@ -105,9 +105,9 @@ def test_run_list_names_every_experiment_and_preset():
     assert missing.exit_code == 2 and "resflow run --list" in " ".join(missing.output.split())
 
 
-def readme_block() -> list[str]:
-    """The README's command block (the fenced block that starts with `resflow --help`), joined lines."""
-    text = (ROOT / "README.md").read_text()
+def command_block() -> list[str]:
+    """docs/cli.md's command block (the fenced block that starts with `resflow --help`), joined lines."""
+    text = (ROOT / "docs" / "cli.md").read_text()
     block = re.search(r"```\n(resflow --help.*?)```", text, re.S).group(1)
     lines = []
     for line in block.splitlines():
@@ -119,17 +119,17 @@ def readme_block() -> list[str]:
     return lines
 
 
-def test_the_readme_command_block_matches_the_commands():
-    lines = readme_block()
+def test_the_cli_page_command_block_matches_the_commands():
+    lines = command_block()
     shown = set()
     for line in lines:
         words = line.split()[1:]
         path = next((p for p in sorted(ALL, key=len, reverse=True) if tuple(words[:len(p)]) == p), None)
         if path is None:
-            assert words[0].startswith("--"), f"README names no command in {line!r}"
+            assert words[0].startswith("--"), f"docs/cli.md names no command in {line!r}"
             continue
         shown.add(path)
         opts = options(ALL[path])
         for flag in re.findall(r"(--[a-z][a-z0-9-]*)", line):
-            assert flag in opts or flag == "--help", f"README: {' '.join(path)} has no option {flag}"
-    assert shown == set(ALL), f"README's block omits {sorted(' '.join(p) for p in set(ALL) - shown)}"
+            assert flag in opts or flag == "--help", f"docs/cli.md: {' '.join(path)} has no option {flag}"
+    assert shown == set(ALL), f"docs/cli.md's block omits {sorted(' '.join(p) for p in set(ALL) - shown)}"

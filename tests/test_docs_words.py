@@ -1,8 +1,8 @@
 """Strong words in the docs are what a record says.
 
 Every "converged", "certified", "refuted", "reproduces" or "follows the law" in README.md, docs/index.md,
-docs/results.md, docs/interventions.md and docs/lm-ladder.md (not negated, not a code name in backticks) names
-the record it rests on, ``<!-- record: ID -->`` on its line, and that record's fit rows -- what
+docs/start.md, docs/results.md, docs/results/*.md, docs/interventions.md and docs/lm-ladder.md (not negated,
+not a code name in backticks) names the record it rests on, ``<!-- record: ID -->`` on its line, and that record's fit rows -- what
 ``resflow fit STORE --json --run ID`` printed, kept in ``docs/records/ID.json`` -- must say it: "converged" needs
 a series verdict v2 called converged, "certified" a certified series (or, with ``depths=2,4``, those depths
 certified; with a series name, that series), "follows the law" a certified series.  A record cited by the docs
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/index.md", "docs/results.md", "docs/interventions.md", "docs/lm-ladder.md"]
+PAGES = ["README.md", "docs/index.md", "docs/start.md", "docs/results.md", "docs/interventions.md",
+         "docs/lm-ladder.md", *sorted(f"docs/results/{p.name}" for p in (ROOT / "docs" / "results").glob("*.md"))]
 RECORDS = ROOT / "docs" / "records"
 WORD = re.compile(r"\b(converged|certified|refuted|reproduc(?:es|ed|e|ing)|follows? the (?:[\w-]+ )?law)\b",
                   re.IGNORECASE)

@@ -164,35 +164,41 @@ def test_demo_legends_agree_with_their_titles():
     assert "$" not in stack_to_ode(depths=(2, 4, 8)).title  # printed on the console as it is
 
 
-FIGURE = re.compile(r"!\[([^\]]+)\]\((figures/[^)]+\.png)\)")
+FIGURE = re.compile(r"!\[([^\]]+)\]\(((?:\.\./)?figures/[^)]+\.png)\)")
 CITED = re.compile(r"<!-- record: ([^ ]+)")
+RESULTS = [ROOT / "docs" / "results.md", *sorted((ROOT / "docs" / "results").glob("*.md"))]
 
 
 def _sections(text: str) -> list[str]:
     return re.split(r"^## ", text, flags=re.M)
 
 
-def test_results_page_shows_figures_of_the_records_its_sections_cite():
+def test_results_pages_show_figures_of_the_records_their_sections_cite():
     from PIL import Image
 
-    sections = _sections((ROOT / "docs" / "results.md").read_text())
     shown = 0
-    for section in sections:
-        cited = set(CITED.findall(section)) | set(re.findall(r"`(toy-run--[^`]+)`", section))
-        for alt, link in FIGURE.findall(section):
-            path = ROOT / "docs" / link
-            assert path.is_file(), link
-            assert path.stat().st_size < DOCS_BYTES, (link, path.stat().st_size)
-            with Image.open(path) as image:
-                assert image.width <= DOCS_WIDTH, (link, image.width)
-                record = json.loads(image.text["Description"])["store_record"]
-            assert record in cited, f"{link} is drawn from {record}, which its section does not cite"
-            assert len(alt) > 40, f"{link}: say what the figure shows in its alt text"
-            shown += 1
-    assert shown >= 3
+    for page in RESULTS:
+        for section in _sections(page.read_text()):
+            cited = set(CITED.findall(section)) | set(re.findall(r"`(toy-run--[^`]+)`", section))
+            for alt, link in FIGURE.findall(section):
+                path = (page.parent / link).resolve()
+                assert path.is_file(), (page.name, link)
+                assert path.stat().st_size < DOCS_BYTES, (link, path.stat().st_size)
+                with Image.open(path) as image:
+                    assert image.width <= DOCS_WIDTH, (link, image.width)
+                    record = json.loads(image.text["Description"])["store_record"]
+                assert record in cited, f"{page.name}: {link} is drawn from {record}, which its section does not cite"
+                assert len(alt) > 40, f"{link}: say what the figure shows in its alt text"
+                shown += 1
+    assert shown >= 4
+
+
+def test_the_results_first_screen_holds_the_answer_the_figure_and_the_exponents():
+    sections = _sections(RESULTS[0].read_text())
     assert sections[1].startswith("The depth exponents across training budgets"), "the first screen: exponents"
-    smooth_vs_rough = next(s for s in sections if s.startswith("smooth-vs-rough: the main job's figure"))
-    first = smooth_vs_rough.split("\n\n")
-    assert FIGURE.search(first[1]), "the section's figure comes first, before its tables"
-    figured = [s for s in sections if s.startswith("smooth-vs-rough")]
-    assert len(figured) == 2 and all(FIGURE.search(s.split("|")[0]) for s in figured)  # both open with one
+    first = sections[1]
+    assert first.index("**Decided") < first.index("| run |") < first.index("What is not established")
+    assert FIGURE.search(first), "the headline figure is on the first screen"
+    pages = [p.relative_to(ROOT / "docs").as_posix() for p in RESULTS[1:]]
+    for page in pages:  # every experiment's page is linked from the first page
+        assert f"]({page})" in RESULTS[0].read_text(), page

@@ -41,12 +41,14 @@ class PageCheck:
 
 PAGES = {
     "home": PageCheck("index.html", "How residual networks use depth", min_images=1, min_math=3),
+    "start": PageCheck("start.html", "The quick answer"),
     "api": PageCheck("reference/dynamics.html", "ButcherTableau", min_math=10),
     # seven demos; the seventh (the Chinchilla fit) draws only when the data is at hand
     "notebook": PageCheck("notebooks/classroom.html", "a lesson in seven pictures", min_images=6),
     "theory": PageCheck("theory.html", "Runge-Kutta order conditions", min_math=100),
-    # the smooth-vs-rough runs of results/ drawn from their records (docs/figures/)
-    "results": PageCheck("results.html", "Results of the experiments", min_images=3),
+    # the first screen: the headline figure; the smooth-vs-rough page: its runs drawn from their records
+    "results": PageCheck("results.html", "Results of the experiments", min_images=1),
+    "smooth-vs-rough": PageCheck("results/smooth-vs-rough.html", "the main job's figure", min_images=3),
 }
 
 
