@@ -35,9 +35,11 @@ RUNS = {
                                                      "train.checkpoint_every=48", "lengths=0.5,1"]),
     "adam": ("smooth-vs-rough", "quick", ["train.steps=48", "train.eval_every=16", "replicates=2",
                                           "lengths=0.5,1"]),
+    # the temperature preset as it was pinned (0.5's: two inits, four temperatures)
     "kl-learned-head": ("temperature", "cpu", ["train.steps=32", "train.eval_every=16", "depths=2,4",
                                                "replicates=1", "train.eval_batch_size=256",
-                                               "train.checkpoint_every=32", "lengths=1"]),
+                                               "train.checkpoint_every=32", "lengths=1", "inits=2",
+                                               "train.temperatures=0.03,0.1,0.3,1.0"]),
     "classes": ("hierarchy", "cpu", ["train.steps=32", "train.eval_every=16", "replicates=1",
                                      "train.eval_batch_size=256", "train.checkpoint_every=32", "lengths=1"]),
 }
