@@ -71,7 +71,7 @@ def engine_route(name: str, steps: int, overrides: list[str], depth: int = 16, i
     t = config.train
     return {"route": name, "optimizer": f"{t.optimizer.name} {t.optimizer.beta1}, {t.optimizer.beta2}",
             "losses": [losses[lam] for lam in LENGTHS], "ms_per_step": timing,
-            "parameters": {s.length: p for s, p in result.extra["parameters"].items()}}
+            "parameters": {s.length: p for s, p in result.parameters.items()}}
 
 
 def late_batch_route(steps: int, factor: int = 4) -> dict:

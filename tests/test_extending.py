@@ -221,12 +221,7 @@ def _duplicate_profile(steps, h0, corrupt, readout):
 
 @pytest.fixture
 def duplicate():
-    from resflow.probing.interventions import (
-        PROFILE_LABELS,
-        STACK_INTERVENTIONS,
-        StackIntervention,
-        register_intervention,
-    )
+    from resflow.probing.interventions import STACK_INTERVENTIONS, StackIntervention, register_intervention
 
     intervention = register_intervention(StackIntervention(
         "duplicate_test", "damage of running layer l twice (mean square change of the normalised output)",
@@ -234,7 +229,7 @@ def duplicate():
     try:
         yield intervention
     finally:
-        del STACK_INTERVENTIONS[intervention.name], PROFILE_LABELS[intervention.name]
+        del STACK_INTERVENTIONS[intervention.name]  # its label goes with it (PROFILE_LABELS is a view)
 
 
 def test_a_new_intervention_profiles_every_trained_student_and_every_teacher(duplicate, tmp_path):

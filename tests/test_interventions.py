@@ -304,7 +304,7 @@ def test_every_trained_student_of_a_run_gets_its_own_profiles(tmp_path):
     x = torch.randn((METRIC_BATCH, 8), generator=gen, dtype=torch.float64)
     noisy = x + TOY_NOISE * torch.randn(x.shape, generator=gen, dtype=x.dtype)
     for i, spec in enumerate(result.specs):
-        steps = student_steps(result.extra["parameters"][spec], get_tableau("euler"))
+        steps = student_steps(result.parameters[spec], get_tableau("euler"))
         np.testing.assert_array_equal(profiles["lesion"][i, :spec.depth], lesion(steps, rmsnorm(x), readout=rmsnorm).value)
         by_update = trace(steps, rmsnorm(x), rmsnorm(noisy), restore="update", readout=rmsnorm).value
         np.testing.assert_array_equal(profiles["trace"][i, :spec.depth], by_update)

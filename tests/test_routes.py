@@ -101,11 +101,11 @@ def test_continuation_students_start_from_the_split_of_their_trained_parents(mon
     (first, none, trained), (later, initial, _) = calls
     assert none is None and all(s.route == "scratch" for s in first) and all(s.route == "continuation" for s in later)
     for spec in later:
-        parent = trained.extra["parameters"][continuation_parent(spec, first)]
+        parent = trained.parameters[continuation_parent(spec, first)]
         expected = split_layers(parent)
         for name in expected:
             torch.testing.assert_close(initial[spec][name], expected[name], rtol=0, atol=0)
-    assert len(result.specs) == len(specs) and set(result.extra["parameters"]) == set(specs)
+    assert len(result.specs) == len(specs) and set(result.parameters) == set(specs)
     assert not np.any(result.failed)
 
 

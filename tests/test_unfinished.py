@@ -140,13 +140,13 @@ def test_a_run_refused_for_its_device_leaves_no_run_directory(tiny, tmp_path):
 
 
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_no_run_directory(tiny, tmp_path, monkeypatch):
-    import resflow.workflows.run as run_module
+    import resflow.workflows.stages as stages
 
     def broken(*args, **kwargs):
-        raise RuntimeError("teachers could not be built")
+        raise RuntimeError("training failed at its first step")
 
-    monkeypatch.setattr(run_module, "train_dataset", broken)
-    with pytest.raises(RuntimeError, match="teachers"):
+    monkeypatch.setattr(stages, "train_routes", broken)
+    with pytest.raises(RuntimeError, match="first step"):
         run_experiment(tiny, out=tmp_path)
     assert not list((tmp_path / "work").iterdir())
 

@@ -50,7 +50,7 @@ def test_students_of_three_widths_train_in_one_run_and_match_the_per_student_loo
     ia, ib = {s: i for i, s in enumerate(a.specs)}, {s: i for i, s in enumerate(b.specs)}
     for spec in specs:
         np.testing.assert_allclose(a.test_loss[ia[spec]], b.test_loss[ib[spec]], rtol=EQUIVALENCE_RTOL)
-        w1 = a.extra["parameters"][spec]["W1"]
+        w1 = a.parameters[spec]["W1"]
         assert w1.shape[-2] == (spec.hidden or teachers[spec.target].config.hidden)
     # widths differ in what they learn: the students of one target and depth are not copies
     loss = {s: a.test_loss[ia[s], -1] for s in specs}

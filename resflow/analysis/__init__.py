@@ -55,13 +55,11 @@ from ..probing.groups import (
     split_update_angles,
     states_group_signature,
 )
+from ..probing.intervention_rows import InterventionRow, intervention_exponents, intervention_rows
 from ..probing.interventions import (
     PROFILE_LABELS,
     InterventionProfile,
-    InterventionRow,
     intervention_dataset,
-    intervention_exponents,
-    intervention_rows,
     lesion,
     run_steps,
     stack_profiles,

@@ -92,10 +92,10 @@ def run(
     from resflow.experiments import preset as load_preset
     from resflow.workflows import run_experiment, run_ladder
 
-    if list_:
-        typer.echo(list_experiments())
-        return
     with user_errors():
+        if list_:
+            typer.echo(list_experiments())
+            return
         if resume and not list_keys:  # the run's saved configuration; options given again must agree with it
             from resflow.workflows import resume_config
 

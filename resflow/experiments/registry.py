@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
 
+from .._plugins import PluginRegistry
 from ..errors import ConfigError, UnknownNameError, did_you_mean
 
 __all__ = ["Experiment", "registered", "get_experiment", "preset"]
@@ -103,28 +102,22 @@ class Experiment:
         return self.presets[name]
 
 
-@cache
-def _discover() -> Mapping[str, Experiment]:
-    found: dict[str, Experiment] = {}
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.value):
-        try:
-            experiment = point.load()
-        except Exception as exc:  # a broken plug-in: name it, and how to find it
-            raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} does not load "
-                              f"({type(exc).__name__}: {exc}); "
-                              "fix or uninstall the package declaring it.") from None
-        if not isinstance(experiment, Experiment) or experiment.name != point.name:
-            raise ConfigError(f"the experiment entry point {point.name} = {point.value!r} "
-                              f"must be an Experiment named {point.name!r}; got {experiment!r:.80}.")
-        if experiment.name in found:
-            raise ConfigError(f"two entry points declare the experiment {experiment.name!r}.")
-        found[experiment.name] = experiment
-    return MappingProxyType(found)
+EXPERIMENTS: PluginRegistry[Experiment] = PluginRegistry(ENTRY_POINT_GROUP, "an Experiment")
+
+
+@EXPERIMENTS.bind
+def _register(experiment: Experiment) -> Experiment:
+    if not isinstance(experiment, Experiment):
+        raise ConfigError(f"an experiment must be an Experiment; got {experiment!r:.80}.")
+    if experiment.name in EXPERIMENTS.data:
+        raise ConfigError(f"two entry points declare the experiment {experiment.name!r}.")
+    return EXPERIMENTS.claim(experiment.name, experiment, noun="experiment")
 
 
 def registered() -> Mapping[str, Experiment]:
-    """Every registered experiment, name -> :class:`Experiment` (sorted by module path)."""
-    return _discover()
+    """Every registered experiment, name -> :class:`Experiment` (resflow's own by module path, then those of
+    other packages; one that a plug-in's module asks for while it loads sees those loaded before it)."""
+    return MappingProxyType(dict(EXPERIMENTS))
 
 
 def get_experiment(name: str) -> Experiment:

@@ -21,7 +21,7 @@ from ..fitting.intervals import exponent_interval
 from ..fitting.law_fit import finite_teacher_factor, law_for_target
 from ..fitting.separation import separations
 from ..labels import Mentions
-from ..probing.interventions import intervention_exponents
+from ..probing.intervention_rows import intervention_exponents
 from ..probing.tracking import accumulation_exponents
 from ..records import SERIES_DIMS, best_start, checked_run, is_kl, trained_cells
 

@@ -31,6 +31,7 @@ from .kinds import (
     TOY_RUN,
     RecordKind,
     record_kind,
+    register_record_kind,
 )
 from .toy_run import (
     DIMS,
@@ -50,8 +51,8 @@ from .toy_run import (
     upgrade_run,
 )
 
-__all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT",
-           "PROBE", "BENCH", "INTERVENTION", "LM_LADDER",
+__all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "register_record_kind", "TOY_RUN", "FIT", "THEORY",
+           "LLM_DATA", "LLM_FIT", "PROBE", "BENCH", "INTERVENTION", "LM_LADDER",
            "DIMS", "SERIES_DIMS", "START_DIMS", "SCHEMA", "build_dataset", "run_problems", "checked_run",
            "upgrade_run", "load_run", "merge_runs", "is_kl", "best_start", "trained_cells",
            "full_length", "one_structure"]

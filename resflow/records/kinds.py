@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UnknownNameError
+from .._plugins import PluginRegistry
+from ..errors import ConfigError, UnknownNameError
 
 __all__ = ["RecordKind", "RECORD_KINDS", "record_kind", "TOY_RUN", "FIT", "THEORY", "LLM_DATA", "LLM_FIT",
-           "PROBE", "BENCH", "INTERVENTION", "LM_LADDER", "OPTIMUM"]
+           "PROBE", "BENCH", "INTERVENTION", "LM_LADDER", "OPTIMUM", "register_record_kind"]
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,20 @@ OPTIMUM = RecordKind("optimum", "every depth's optimum of a toy run reached by f
                      ("test_loss", "train_loss", "start_loss", "dim target", "dim depth", "dim replicate",
                       "dim start"))
 
-RECORD_KINDS: dict[str, RecordKind] = {k.name: k for k in (TOY_RUN, FIT, THEORY, LLM_DATA, LLM_FIT, PROBE,
-                                                            BENCH, INTERVENTION, LM_LADDER, OPTIMUM)}
+RECORD_KINDS: PluginRegistry[RecordKind] = PluginRegistry("resflow.record_kinds", "a RecordKind")
+
+
+def register_record_kind(kind: RecordKind) -> RecordKind:
+    """Make ``kind`` a record kind the store writes and ``resflow store check`` checks (a name taken by
+    another is refused)."""
+    if not isinstance(kind, RecordKind):
+        raise ConfigError(f"register_record_kind takes a RecordKind; got {kind!r:.80}.")
+    return RECORD_KINDS.claim(kind.name, kind, noun="record kind")
+
+
+RECORD_KINDS.bind(register_record_kind)  # plug-ins: the entry points of "resflow.record_kinds"
+for _kind in (TOY_RUN, FIT, THEORY, LLM_DATA, LLM_FIT, PROBE, BENCH, INTERVENTION, LM_LADDER, OPTIMUM):
+    register_record_kind(_kind)
 
 
 def record_kind(name: str) -> RecordKind:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -104,14 +104,18 @@ def is_kl(ds: xr.Dataset) -> bool:
 
 def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: dict[str, str],
                   metric_labels: dict[str, tuple[str, str]] | None = None,
-                  routes: Sequence[str] | None = None) -> xr.Dataset:
+                  routes: Sequence[str] | None = None,
+                  measured: Mapping[str, np.ndarray] | None = None) -> xr.Dataset:
     """Arrange a finished run (e.g. a :class:`resflow.training.TrainingResult`) on named dimensions.
 
     ``metric_labels`` maps each hidden-state metric in ``result.hidden`` to its ``(long_name, units)``
     (e.g. :data:`resflow.analysis.METRIC_LABELS`); metrics without a label are not stored.  ``routes`` is the
-    order of the ``route`` coordinate (default: the order the students give).
+    order of the ``route`` coordinate (default: the order the students give).  ``measured`` holds further
+    per-student metrics (the measures of trained students, :mod:`resflow.workflows.measures`), stored as the
+    probes are.
     """
     metric_labels = metric_labels or {}
+    metrics = {**result.hidden, **(measured or {})}
     specs = result.specs
     kl = loss == "kl"
     values = {
@@ -136,14 +140,14 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
                      for d, v in zip(dims, labels, strict=True))
 
     n_steps, n_batches = result.test_loss.shape[1], result.final_batches.shape[1]
-    n_layers = max((v.shape[1] for v in result.hidden.values() if v.ndim == 2), default=1)
+    n_layers = max((v.shape[1] for v in metrics.values() if v.ndim == 2), default=1)
     curves = np.full(shape + [n_steps], np.nan)
     batches = np.full(shape + [n_batches], np.nan)
     failed = np.zeros(shape, dtype=np.int8)
     trained = np.zeros(shape, dtype=np.int64)
     reasons = np.full(shape, "", dtype=object)
-    hidden = {name: np.full(shape + ([n_layers] if result.hidden[name].ndim == 2 else []), np.nan)
-              for name in metric_labels if name in result.hidden}
+    hidden = {name: np.full(shape + ([n_layers] if metrics[name].ndim == 2 else []), np.nan)
+              for name in metric_labels if name in metrics}
     for i, spec in enumerate(specs):
         at = index(spec)
         curves[at] = result.test_loss[i]
@@ -152,7 +156,7 @@ def build_dataset(result: RunResult, *, loss: str, targets: list[str], attrs: di
         trained[at] = spec.steps(result.steps_done)
         reasons[at] = result.fail_reason[i]
         for name in hidden:
-            hidden[name][at] = result.hidden[name][i]
+            hidden[name][at] = metrics[name][i]
     loss_name = ("mean squared error of the final normalised state" if not kl
                  else "KL(teacher || student) of the output distributions")
     loss_units = "1" if not kl else "nat"

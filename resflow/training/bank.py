@@ -19,7 +19,6 @@ from collections.abc import Mapping
 
 import torch
 
-from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from .block import StudentSpec, init_student, layer_groups
 from .kernels import LayerParams
@@ -37,7 +36,7 @@ class StudentBank:
             raise ConfigError(f"a bank holds one scheme, got {sorted(schemes)}")
         if len({s.weight_groups == 0 for s in specs}) != 1:
             raise ConfigError("a bank holds plain or group-structured students, not both")
-        self.tableau = get_tableau(specs[0].scheme)
+        self.tableau = specs[0].tableau
         self.a, self.b, _ = self.tableau.as_floats()
         self.specs = sorted(specs, key=StudentSpec.sort_key)
         self.width, self.hidden, self.vocab = width, hidden, vocab

@@ -90,6 +90,12 @@ class StudentSpec:
     hidden : int
         The hidden width of its MLP blocks; 0 (the default): its teacher's (the study's students), so that
         the student's width can be an axis of its own (``docs/results.md``, width).
+
+    Attributes
+    ----------
+    tableau : ButcherTableau
+        Its block's tableau, resolved from ``scheme`` when the spec is made (an unknown scheme fails there);
+        not part of the spec's identity (its repr, equality and hash are the fields above).
     """
 
     target: str
@@ -103,8 +109,10 @@ class StudentSpec:
     route: str = "scratch"
     init: int = 0
     hidden: int = 0
+    tableau: ButcherTableau = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "tableau", get_tableau(self.scheme))
         if self.route not in ROUTES:
             raise ConfigError(f"route must be one of {', '.join(ROUTES)}; got {self.route!r}.")
         if isinstance(self.init, bool) or not isinstance(self.init, int) or self.init < 0:
@@ -129,8 +137,8 @@ class StudentSpec:
     # defaults left out: a plain student's repr is what it was (checkpoint fingerprints)
     def __repr__(self) -> str:
         left_out = {"weight_groups": 0, "budget": 1, "route": "scratch", "init": 0, "hidden": 0}
-        fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
-                  if not (f.name in left_out and getattr(self, f.name) == left_out[f.name])]
+        fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.repr
+                  and not (f.name in left_out and getattr(self, f.name) == left_out[f.name])]
         return f"StudentSpec({', '.join(fields)})"
 
     def steps(self, run_steps: int) -> int:
@@ -192,7 +200,7 @@ def init_student(spec: StudentSpec, width: int, hidden: int, vocab: int,
         raise ConfigError("a continuation student starts from the trained student of half its depth, "
                           "not from a draw: train it with resflow.training.train_routes "
                           "(or give its initial parameters).")
-    stages = get_tableau(spec.scheme).stages
+    stages = spec.tableau.stages
     gen = torch.Generator().manual_seed(
         student_seed(spec.replicate, spec.scheme, spec.depth, spec.init, spec.route))
     std = mlp_init_std(width, hidden)

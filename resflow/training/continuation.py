@@ -67,6 +67,6 @@ def train_by_doubling(specs: list[StudentSpec], teachers: Mapping[Hashable, Teac
         result = train(stage, teachers, config, seed=seed, run_dir=stage_dir,
                        resume=resume and stage_dir is not None and (stage_dir / "checkpoint.pt").exists(),
                        progress=progress, initial=initial, keep_parameters=True, state_metrics=state_metrics)
-        trained = {repr(dataclasses.replace(s, budget=1.0)): p for s, p in result.extra["parameters"].items()}
+        trained = {repr(dataclasses.replace(s, budget=1.0)): p for s, p in result.parameters.items()}
         results.append(result)
     return concatenate_results(results)

@@ -71,7 +71,7 @@ def train(
         Initial parameters of some students (spec -> the dict :func:`~resflow.training.block.init_student`
         returns); the others start from :func:`~resflow.training.block.init_student`.
     keep_parameters : bool
-        Return every student's trained parameters in ``result.extra["parameters"]`` (spec -> dict, CPU).
+        Return every student's trained parameters in ``result.parameters`` (spec -> dict, CPU).
 
     Returns
     -------
@@ -146,15 +146,15 @@ def train(
             state.eval_steps.append(state.step)
             state.history.append(final_batches.mean(axis=1))
         hidden = hidden_metrics(trainer, state, state_metrics) if state_metrics is not None else {}
-    extra = {}
+    parameters = None
     if keep_parameters:
-        extra["parameters"] = {spec: {k: v.cpu() for k, v in trainer.student_parameters(state, i).items()}
-                               for i, spec in enumerate(trainer.order)}
+        parameters = {spec: {k: v.cpu() for k, v in trainer.student_parameters(state, i).items()}
+                      for i, spec in enumerate(trainer.order)}
     return TrainingResult(
         specs=trainer.order, eval_steps=list(state.eval_steps), test_loss=np.stack(state.history, axis=1),
         final_batches=final_batches, failed=state.failed.numpy().copy(), fail_reason=list(state.reasons),
         hidden=hidden, wall_time=time.perf_counter() - t0, device=str(trainer.device), steps_done=state.step,
-        extra=extra, config=config, teacher_depth=shared_teacher_depth(teachers), seed=seed,
+        parameters=parameters, config=config, teacher_depth=shared_teacher_depth(teachers), seed=seed,
     ).for_specs(requested)
 
 

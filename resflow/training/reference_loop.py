@@ -22,7 +22,6 @@ import time
 import numpy as np
 import torch
 
-from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from .block import (
     StudentSpec,
@@ -87,7 +86,7 @@ class ReferenceLoop:
                 blocks = [params[k] for k in ("W1", "b1", "W2")]
             groups = [{"params": blocks, "lr": student_lr(spec.depth, config)},
                       {"params": [params["head"]], "lr": student_lr(spec.depth, config, head=True)}]
-            self.students.append((spec, params, config.optimizer.reference(groups), get_tableau(spec.scheme)))
+            self.students.append((spec, params, config.optimizer.reference(groups), spec.tableau))
         self.steps_done = 0
 
     def _loss(self, i: int, params: dict, tableau, x: torch.Tensor, out: dict) -> torch.Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from .block import StudentSpec
 from .config import TrainConfig
 
 if TYPE_CHECKING:
+    import torch
     import xarray as xr
 
 __all__ = ["TrainingResult", "concatenate_results"]
@@ -55,8 +56,12 @@ class TrainingResult:
     device : str
     steps_done : int
         Steps trained (``config.steps`` when finished).
-    extra : dict
-        ``"parameters"`` (spec -> trained parameters) with ``keep_parameters``; ``"stage_wall_times"``.
+    parameters : dict of StudentSpec to dict of str to torch.Tensor, optional
+        Every student's trained parameters (CPU), when the run kept them (``keep_parameters``); None
+        otherwise.
+    stage_wall_times : dict of str to float
+        Seconds of each training run that made the result (routes: ``first``, ``continuation``); empty for
+        one run.
     config : TrainConfig, optional
         The recipe the run trained with (its ``loss`` labels the losses); None for a result built by hand.
     teacher_depth : float
@@ -84,7 +89,8 @@ class TrainingResult:
     wall_time: float
     device: str
     steps_done: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[StudentSpec, dict[str, torch.Tensor]] | None = None
+    stage_wall_times: dict[str, float] = field(default_factory=dict)
     config: TrainConfig | None = None
     teacher_depth: float = math.inf
     seed: int | None = None
@@ -124,18 +130,18 @@ class TrainingResult:
         missing = [s for s, row in zip(requested, rows, strict=True) if row is None]
         if missing:
             raise ConfigError(f"this result holds no student {missing[0]!r} (nor the student it trains as).")
-        extra = dict(self.extra)
-        if "parameters" in extra:
-            parameters = {repr(s): v for s, v in extra["parameters"].items()}
-            extra["parameters"] = {s: parameters[repr(self.specs[i])]
-                                   for s, i in zip(requested, rows, strict=True)}
+        parameters = None
+        if self.parameters is not None:
+            by_repr = {repr(s): v for s, v in self.parameters.items()}
+            parameters = {s: by_repr[repr(self.specs[i])] for s, i in zip(requested, rows, strict=True)}
         return TrainingResult(
             specs=list(requested), eval_steps=self.eval_steps, test_loss=self.test_loss[rows],
             final_batches=self.final_batches[rows], failed=self.failed[rows],
             fail_reason=[self.fail_reason[i] for i in rows],
             hidden={k: v[rows] for k, v in self.hidden.items()},
-            wall_time=self.wall_time, device=self.device, steps_done=self.steps_done, extra=extra,
-            config=self.config, teacher_depth=self.teacher_depth, seed=self.seed)
+            wall_time=self.wall_time, device=self.device, steps_done=self.steps_done, parameters=parameters,
+            stage_wall_times=dict(self.stage_wall_times), config=self.config,
+            teacher_depth=self.teacher_depth, seed=self.seed)
 
 
 def concatenate_results(parts: Sequence[TrainingResult]) -> TrainingResult:
@@ -154,9 +160,9 @@ def concatenate_results(parts: Sequence[TrainingResult]) -> TrainingResult:
         width = max(a.shape[1] for a in arrays)
         hidden[name] = np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=np.nan)
                                        for a in arrays])
-    extra = {}
-    if all("parameters" in p.extra for p in parts):
-        extra["parameters"] = {s: v for p in parts for s, v in p.extra["parameters"].items()}
+    parameters = None
+    if all(p.parameters is not None for p in parts):
+        parameters = {s: v for p in parts for s, v in p.parameters.items()}
     return TrainingResult(
         specs=[s for p in parts for s in p.specs], eval_steps=first.eval_steps,
         test_loss=np.concatenate([p.test_loss for p in parts]),
@@ -164,7 +170,7 @@ def concatenate_results(parts: Sequence[TrainingResult]) -> TrainingResult:
         failed=np.concatenate([p.failed for p in parts]),
         fail_reason=[m for p in parts for m in p.fail_reason],
         hidden=hidden, wall_time=sum(p.wall_time for p in parts), device=first.device,
-        steps_done=min(p.steps_done for p in parts), extra=extra, config=first.config,
+        steps_done=min(p.steps_done for p in parts), parameters=parameters, config=first.config,
         teacher_depth=(first.teacher_depth if all(p.teacher_depth == first.teacher_depth for p in parts)
                        else math.inf),
         seed=first.seed)

@@ -58,7 +58,7 @@ def train_routes(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher],
                  progress: Callable[[int, int, dict[str, float]], None] | None = None,
                  stop_after: int | None = None, state_metrics=None) -> TrainingResult:
     """Train ``specs`` (any routes) as the module docstring says; one result, every student's parameters in
-    ``result.extra["parameters"]`` and each run's seconds in ``result.extra["stage_wall_times"]``.
+    ``result.parameters`` and each run's seconds in ``result.stage_wall_times``.
 
     ``progress(step, total, losses)`` counts both runs (``total`` is twice the run's steps when there are
     continuation students); ``stop_after`` stops the first run (checkpointed; resume with ``resume=True``).
@@ -88,15 +88,15 @@ def train_routes(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher],
     result = train(first, teachers, config, seed=seed, run_dir=directory, resume=resumable(directory),
                    progress=staged(0), stop_after=stop_after, state_metrics=state_metrics,
                    keep_parameters=True)
-    result.extra["stage_wall_times"] = {STAGE_DIRS[0]: result.wall_time}
+    result.stage_wall_times = {STAGE_DIRS[0]: result.wall_time}
     if not later or result.steps_done < config.steps:
         return result
-    trained = {repr(s): p for s, p in result.extra["parameters"].items()}  # by repr: NaN temperatures
+    trained = {repr(s): p for s, p in result.parameters.items()}  # by repr: NaN temperatures
     initial = {s: split_layers(trained[repr(parent)]) for s, parent in parents.items()}
     directory = stage_dir(STAGE_DIRS[1])
     continued = train(later, teachers, config, seed=seed, run_dir=directory, resume=resumable(directory),
                       progress=staged(config.steps), state_metrics=state_metrics, initial=initial,
                       keep_parameters=True)
     joined = concatenate_results([result, continued])
-    joined.extra["stage_wall_times"] = {STAGE_DIRS[0]: result.wall_time, STAGE_DIRS[1]: continued.wall_time}
+    joined.stage_wall_times = {STAGE_DIRS[0]: result.wall_time, STAGE_DIRS[1]: continued.wall_time}
     return joined

@@ -29,7 +29,6 @@ from collections.abc import Hashable, Mapping
 import torch
 
 from ..dynamics.fields import rmsnorm
-from ..dynamics.tableau import get_tableau
 from ..errors import ConfigError
 from .block import StudentSpec
 from .config import TrainConfig
@@ -59,7 +58,6 @@ def check_run(specs: list[StudentSpec], teachers: Mapping[Hashable, Teacher], co
         raise ConfigError("no teachers: give at least one target, e.g. {'tied': Teacher('tied')}.")
     for s in specs:
         teacher_key(s, teachers)
-        get_tableau(s.scheme)
         if config.loss == "kl" and s.temperature not in config.temperatures:
             raise ConfigError(f"student temperature {s.temperature} is not in temperatures "
                               f"{config.temperatures}.")

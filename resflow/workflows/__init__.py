@@ -4,6 +4,8 @@
 module          function                         command
 ==============  ===============================  =============================================
 ``run``         :func:`run_experiment`           ``resflow run`` (build, train, store, fit, figure)
+``plan``        :class:`RunPlan`                 a run's configuration resolved once, before any work
+``stages``      :func:`run_stages`               the run as stages: train, measure, record, fit, draw
 ``ladder``      :func:`run_ladder`               ``resflow run lm-ladder`` (language models trained here);
                 :func:`ladder_depth_use_of`      the depth-use measures of a finished ladder's work directory
 ``fit``         :func:`fit_store`                ``resflow fit`` (fit records; reuses existing ones)
@@ -27,9 +29,10 @@ module          function                         command
 ``resume``      :func:`resume_config`            ``resflow run RUN --resume`` (the saved configuration)
 ``measures``    :func:`register_measure`         ``resflow run``: what is measured on trained students
                                                  (tracking, interventions, early exit,
-                                                 constructions, smoothness: ``tracking``,
-                                                 ``intervene``, ``exits``, ``constructions``,
-                                                 ``smoothness``)
+                                                 constructions, smoothness, group angles:
+                                                 ``tracking``, ``intervene``, ``exits``,
+                                                 ``constructions``, ``smoothness``,
+                                                 ``group_angles``)
 ==============  ===============================  =============================================
 
 This is the orchestration layer: it sits above simulation (:mod:`resflow.training`), analysis
@@ -46,13 +49,23 @@ from .fit import RunFits, fit_store
 from .intervene import InterventionRun, intervene_models, intervene_teacher
 from .ladder import LadderRun, ladder_depth_use_of, run_ladder
 from .llm import LLMFitResult, fit_llm_table
-from .measures import MEASURES, Measure, TrainedStudent, TrainedStudents, chosen_measures, register_measure
+from .measures import (
+    MEASURES,
+    Measure,
+    Measurements,
+    TrainedStudent,
+    TrainedStudents,
+    chosen_measures,
+    register_measure,
+)
 from .optimum import OptimaRun, OptimumExponent, reach_optima
+from .plan import RunPlan
 from .probe import ProbeRun, probe_models, probe_teacher
 from .report import report_run, unfinished_note
 from .resume import resume_config
 from .run import ExperimentResult, find_resumable, run_experiment
 from .rundir import RunDir, resumable, run_dirs
+from .stages import STAGES, RunContext, run_stages
 from .stores import StoreCheck, check_store, gc_store
 from .sweep import SweepCell, SweepPlan, SweepResult, load_manifest, parse_grid, run_sweep
 from .unfinished import UnfinishedRun, unfinished_runs
@@ -68,4 +81,5 @@ __all__ = [
     "gc_store", "UnfinishedRun", "unfinished_runs", "resume_config", "unfinished_note", "RunFigure",
     "draw_run_figure", "MEASURES", "Measure", "TrainedStudent", "TrainedStudents", "register_measure",
     "chosen_measures", "OptimaRun", "OptimumExponent", "reach_optima", "RunDir", "run_dirs", "resumable",
+    "Measurements", "RunPlan", "RunContext", "STAGES", "run_stages",
 ]

@@ -23,7 +23,7 @@ from ..llm.table.comparison import depth_part, fit_failure, llm_row
 from ..presenting.compare import ComparisonRow, comparison_figure, theory_rows, toy_rows
 from ..presenting.plots import save_figure
 from ..presenting.signatures import SignatureRow, probe_signature_rows, toy_signature_rows
-from ..probing.interventions import InterventionRow, intervention_rows
+from ..probing.intervention_rows import InterventionRow, intervention_rows
 from ..provenance import provenance
 from ..records.kinds import INTERVENTION, LLM_FIT, LM_LADDER, PROBE, TOY_RUN
 from ..store import Store

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from ..dynamics.tableau import ButcherTableau, get_tableau
+from .._plugins import PluginRegistry
+from ..dynamics.tableau import ButcherTableau
 from ..errors import ConfigError, UnknownNameError
 from ..training.block import StudentSpec
 from ..training.classes import HierarchyTarget
@@ -31,7 +32,7 @@ from ..training.hidden import METRIC_SEED, metric_inputs
 from ..training.targets import teacher_key
 
 __all__ = ["TrainedStudent", "TrainedStudents", "Measure", "MEASURES", "register_measure", "chosen_measures",
-           "run_measures"]
+           "run_measures", "Measurements", "measure_students"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class TrainedStudents:
     ``teachers`` maps the run's teacher keys to teachers (flow teachers, or grammars when ``classifies``);
     ``dtype`` is the measures' precision; :attr:`inputs` the hidden-state metrics' fixed Gaussian inputs and
     :meth:`generator` their seeded generator (a measure that draws more from it, as interventions' corruption
-    does, draws after the inputs).
+    does, draws after the inputs).  ``probes`` are the hidden-state probes the engine took at the end of
+    training (:attr:`resflow.training.TrainingResult.hidden`, e.g. ``update_angle``), read-only.
     """
 
     specs: tuple[StudentSpec, ...]
@@ -60,17 +62,18 @@ class TrainedStudents:
     failed: np.ndarray
     teachers: Mapping[Hashable, Any]
     dtype: torch.dtype
+    probes: Mapping[str, np.ndarray] = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def of_result(cls, result, teachers: Mapping[Hashable, Any],
                   dtype: str = "float32") -> TrainedStudents | None:
         """The students of a :class:`~resflow.training.TrainingResult` (None when it kept no parameters)."""
-        params = result.extra.get("parameters")
+        params = result.parameters
         if not params:
             return None
         return cls(tuple(result.specs), params, np.asarray(result.failed, dtype=bool), teachers,
-                   getattr(torch, dtype))
+                   getattr(torch, dtype), probes=dict(result.hidden))
 
     @property
     def classifies(self) -> bool:
@@ -87,7 +90,7 @@ class TrainedStudents:
     def __iter__(self) -> Iterator[TrainedStudent]:
         for i, spec in enumerate(self.specs):
             params = {k: v.to(self.dtype) for k, v in self.parameters[spec].items()}
-            yield TrainedStudent(i, spec, params, get_tableau(spec.scheme), bool(self.failed[i]))
+            yield TrainedStudent(i, spec, params, spec.tableau, bool(self.failed[i]))
 
     def teacher_of(self, spec: StudentSpec) -> Any:
         return self.teachers[teacher_key(spec, self.teachers)]
@@ -124,7 +127,7 @@ class Measure(Protocol):
     def measure(self, students: TrainedStudents) -> dict[str, np.ndarray]: ...
 
 
-MEASURES: dict[str, Measure] = {}
+MEASURES: PluginRegistry[Measure] = PluginRegistry("resflow.measures", "a measure of trained students")
 
 
 def register_measure(measure: Measure) -> Measure:
@@ -133,11 +136,10 @@ def register_measure(measure: Measure) -> Measure:
         if not hasattr(measure, attribute):
             raise ConfigError(f"a measure needs name, labels, applies() and measure(); {measure!r} has no "
                               f"{attribute}.")
-    taken = MEASURES.get(measure.name)
-    if taken is not None and taken is not measure:
-        raise ConfigError(f"the measure name {measure.name!r} is taken; choose another name.")
-    MEASURES[measure.name] = measure
-    return measure
+    return MEASURES.claim(measure.name, measure, noun="measure", same=lambda taken, new: taken is new)
+
+
+MEASURES.bind(register_measure)  # plug-ins: the entry points of "resflow.measures"
 
 
 def chosen_measures(names: Sequence[str] = ("all",)) -> tuple[Measure, ...]:
@@ -149,15 +151,31 @@ def chosen_measures(names: Sequence[str] = ("all",)) -> tuple[Measure, ...]:
     return tuple(m for m in MEASURES.values() if "all" in names or m.name in names)
 
 
+@dataclass(frozen=True)
+class Measurements:
+    """What the measures found on a run's students: ``outputs`` (name -> ``(n,)`` or ``(n, layers)``, the
+    students' order) and ``labels`` (name -> ``(long_name, units)``, of every registered measure, so a record
+    describes what a measure that did not apply would have stored)."""
+
+    outputs: dict[str, np.ndarray]
+    labels: dict[str, tuple[str, str]]
+
+
 def run_measures(
     students: TrainedStudents | None, names: Sequence[str] = ("all",)
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[str, str]]]:
     """The registered measures ``names`` asks for (:func:`chosen_measures`) that apply to ``students``, in
     registration order: ``(outputs, labels)`` (the labels of every registered measure).  An output a measure
     does not label, or of the wrong length, is an error naming the measure."""
+    found = measure_students(students, chosen_measures(names))
+    return found.outputs, found.labels
+
+
+def measure_students(students: TrainedStudents | None, chosen: Sequence[Measure]) -> Measurements:
+    """The measures ``chosen`` (registered ones, :func:`chosen_measures`) that apply to ``students``, in
+    registration order (:func:`run_measures`, with the measures already resolved)."""
     outputs: dict[str, np.ndarray] = {}
     labels: dict[str, tuple[str, str]] = {}
-    chosen = chosen_measures(names)
     for measure in MEASURES.values():
         labels.update(measure.labels)
         if students is None or measure not in chosen or not measure.applies(students):
@@ -170,4 +188,4 @@ def run_measures(
                                   f"with shape {np.shape(values)}: an output must be in its labels "
                                   f"and have one row per student ({len(students)}).")
         outputs.update(found)
-    return outputs, labels
+    return Measurements(outputs, labels)

@@ -138,7 +138,7 @@ def reach_optima(run_dir: Path | str, *, settings: OptimumSettings | None = None
     teachers = config.teachers()
     result = train_routes(config.student_specs(), teachers, config.train, seed=config.seed, run_dir=run_dir,
                           resume=True)  # a finished run: its trained students, nothing trained again
-    parameters = {repr(s): p for s, p in result.extra["parameters"].items()}
+    parameters = {repr(s): p for s, p in result.parameters.items()}
     starts = _starts(result, config)
     if targets is not None:
         unknown = sorted(set(targets) - set(config.targets))

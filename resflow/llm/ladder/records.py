@@ -16,7 +16,7 @@ import xarray as xr
 
 from ...fitting.regimes import classify
 from ...presenting.compare import ComparisonRow, DepthPart
-from ...probing.interventions import InterventionRow, intervention_row
+from ...probing.intervention_rows import InterventionRow, intervention_row
 from ...records.kinds import LM_LADDER
 from .depth_records import depth_use_tables, depth_use_variables
 from .fit import equal_parameter_pairs, ladder_fits, ladder_law_fit, width_depth_fit

@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..._plugins import PluginRegistry
 from ...errors import ConfigError, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,7 +57,8 @@ class BankRule(Protocol):
               lr: torch.Tensor, work: torch.Tensor, scalars: tuple, step: int) -> None: ...
 
 
-OPTIMIZERS: dict[str, type[OptimizerSettings]] = {}
+OPTIMIZERS: PluginRegistry[type[OptimizerSettings]] = PluginRegistry("resflow.optimizers",
+                                                                     "an optimiser rule")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,12 +107,15 @@ def register_optimizer(cls: type[OptimizerSettings]) -> type[OptimizerSettings]:
         raise ConfigError(f"register_optimizer takes a dataclass subclassing OptimizerSettings; got {cls!r}.")
     if not cls.name or not isinstance(cls.name, str):
         raise ConfigError(f"{cls.__name__} needs a class attribute name = '...' to be registered.")
-    taken = OPTIMIZERS.get(cls.name)
+    taken = OPTIMIZERS.data.get(cls.name)
     if taken is not None and taken.__qualname__ != cls.__qualname__:
         raise ConfigError(f"the optimiser name {cls.name!r} is taken by {taken.__qualname__}; "
                           "choose another name.")
     OPTIMIZERS[cls.name] = cls
     return cls
+
+
+OPTIMIZERS.bind(register_optimizer)  # plug-ins: the entry points of "resflow.optimizers"
 
 
 def _settings_class(name: Any) -> type[OptimizerSettings]:
