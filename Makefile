@@ -48,7 +48,7 @@ chromium:
 
 test-slow: install-dev
 	HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest -m slow -q
-	HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest tests/properties -q
+	HYPOTHESIS_PROFILE=slow $(BIN)/python -m pytest tests/properties tests/test_fuzz.py -q
 
 lint: install-dev
 	$(BIN)/ruff check resflow theory sims tests benchmarks docs/_site

@@ -81,25 +81,35 @@ def test_engine_cross_entropy_gradients_equal_autograd_embedding_and_head_includ
 
 
 class EngineLoss(torch.autograd.Function):
-    """The summed engine loss of bank 0 as a function of its flat parameters, with the engine's gradient."""
+    """The summed engine loss of bank 0 as a function of some of its flat parameters (``at``, the rest held
+    at ``params``), with the engine's gradient."""
 
     @staticmethod
-    def forward(ctx, flat, trainer, params, x, labels):
-        params = [flat.detach()] + params[1:]
-        value = trainer.gradients(params, x, labels, [0])[0].sum()
-        ctx.save_for_backward(trainer.grads[0].clone())
+    def forward(ctx, chosen, at, trainer, params, x, labels):
+        flat = params[0].clone()
+        flat[at] = chosen.detach()
+        value = trainer.gradients([flat] + params[1:], x, labels, [0])[0].sum()
+        ctx.save_for_backward(trainer.grads[0][at].clone())
         return value
 
     @staticmethod
     def backward(ctx, g):
         (grads,) = ctx.saved_tensors
-        return g * grads, None, None, None, None
+        return g * grads, None, None, None, None, None
 
 
 def test_gradcheck_of_the_cross_entropy_step():
+    """Numerical against the engine's gradient at 24 coordinates of every part of bank 0 (each layer's W1, b1
+    and W2, the head, the embedding): a finite difference per coordinate, so a sample, not all of them."""
     trainer, state, x, labels = trainer_and_batch("midpoint")
-    flat = state.params[0].clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda p: EngineLoss.apply(p, trainer, state.params, x, labels), (flat,),
+    bank, flat = trainer.banks[0], state.params[0]
+    index = torch.arange(flat.numel(), dtype=flat.dtype).view_as(flat)  # each buffer entry's own position
+    parts = [getattr(layer, name) for layer in bank.layers(index) for name in ("W1", "b1", "W2")]
+    parts += [bank.head(index), bank.embed(index)]
+    gen = torch.Generator().manual_seed(11)
+    at = torch.cat([p.flatten()[torch.randperm(p.numel(), generator=gen)[:24]] for p in parts]).long()
+    chosen = flat[at].clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda c: EngineLoss.apply(c, at, trainer, state.params, x, labels), (chosen,),
                                     eps=1e-6, atol=1e-6)
 
 

@@ -126,6 +126,7 @@ KILL_SETTINGS = ["train.steps=1500", "train.checkpoint_every=100", "train.eval_e
                  "train.eval_batches=2", "train.device=cpu"]
 
 
+@pytest.mark.slow  # about 50 s: a run SIGKILLed mid-training (test_resume_continues_exactly resumes in-process)
 def test_resume_after_a_kill(tmp_path):
     from resflow.experiments import preset
     from resflow.workflows import run_experiment

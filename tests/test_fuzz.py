@@ -156,6 +156,9 @@ api_examples = st.sampled_from(sorted((c, a) for c, (_, _, args) in API_CASES.it
 
 
 FUZZ = settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# a command line costs about 0.3 s: 100 in the default suite, 1000 under `make test-slow` (HYPOTHESIS_PROFILE=slow)
+FUZZ_CLI = settings(max_examples=settings.default.max_examples,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 @FUZZ
@@ -340,7 +343,7 @@ def _run_cli_expecting_error(args: list[str], inputs) -> None:
         assert checksum(path) == digest, (args, f"{path} changed")
 
 
-@FUZZ
+@FUZZ_CLI
 @given(data=st.data())
 def test_cli_bad_input_fails_cleanly_and_changes_nothing(data, inputs, record_property):
     args = data.draw(cli_cases(inputs), label="argv")

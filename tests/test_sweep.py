@@ -143,6 +143,7 @@ def _dask_workers() -> list[int]:
             if "spawn_main" in " ".join(p.cmdline())]
 
 
+@pytest.mark.slow  # about 100 s of the suite's time: a real dask worker killed mid-task (`make test-slow`)
 def test_a_worker_killed_mid_task_is_retried_and_the_store_equals_the_serial_run(tmp_path, serial_long):
     out = tmp_path / "store"
     p = plan(300)
@@ -165,6 +166,7 @@ def test_a_worker_killed_mid_task_is_retried_and_the_store_equals_the_serial_run
     assert len(Store.open(out).records(kind="toy-run")) == len(result.cells)  # no cell written twice
 
 
+@pytest.mark.slow  # about 70 s: the sweep's client killed and rerun (`make test-slow`)
 def test_a_killed_client_resumes_to_the_serial_runs_values(tmp_path, serial_long):
     out = tmp_path / "store"
     args = ["sweep", "smooth-vs-rough", "--preset", "cpu", "--grid", GRID[0], "--replicates", "2", "--out", str(out),
