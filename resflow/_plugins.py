@@ -46,9 +46,9 @@ class PluginRegistry(MutableMapping[str, T]):
         self._state = "unread"  # -> "loading" -> "loaded"
 
     def claim(self, name: str, value: T, *, noun: str, same: Callable[[T, T], bool] | None = None) -> T:
-        """Register ``value`` as ``name`` (what a register function does once it has checked ``value``); a name
-        another value holds is refused (``same(taken, value)``, default ``==``, says whether it is that value
-        again).  Never loads plug-ins."""
+        """Register ``value`` as ``name`` (what a register function does once it has checked ``value``); a
+        name another value holds is refused (``same(taken, value)``, default ``==``, says whether it is that
+        value again).  Never loads plug-ins."""
         taken = self.data.get(name)
         if taken is not None and not (same or (lambda a, b: a == b))(taken, value):
             raise ConfigError(f"the {noun} name {name!r} is taken; choose another name.")
