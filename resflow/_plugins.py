@@ -21,19 +21,9 @@ from typing import Any, TypeVar
 
 from .errors import ConfigError
 
-__all__ = ["PluginRegistry", "PLUGIN_GROUPS"]
+__all__ = ["PluginRegistry"]
 
 T = TypeVar("T")
-
-#: entry-point group -> what it declares (``resflow.experiments``: :mod:`resflow.experiments.registry`)
-PLUGIN_GROUPS = {
-    "resflow.experiments": "an Experiment",
-    "resflow.optimizers": "an OptimizerSettings dataclass decorated or passed to register_optimizer",
-    "resflow.measures": "a measure of trained students (name, labels, applies, measure)",
-    "resflow.interventions": "a StackIntervention",
-    "resflow.record_kinds": "a RecordKind",
-}
-
 
 class PluginRegistry(MutableMapping[str, T]):
     """A registry of the module docstring: ``group`` is its entry-point group, ``what`` says what one entry

@@ -111,7 +111,8 @@ def _register(experiment: Experiment) -> Experiment:
         raise ConfigError(f"an experiment must be an Experiment; got {experiment!r:.80}.")
     if experiment.name in EXPERIMENTS.data:
         raise ConfigError(f"two entry points declare the experiment {experiment.name!r}.")
-    return EXPERIMENTS.claim(experiment.name, experiment, noun="experiment")
+    EXPERIMENTS[experiment.name] = experiment
+    return experiment
 
 
 def registered() -> Mapping[str, Experiment]:
